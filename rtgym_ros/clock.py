@@ -1,0 +1,100 @@
+"""The elastic time-step schedule of Real-Time Gym, as pure logic.
+
+The schedule only does arithmetic on times given to it; it never reads a clock. The env feeds
+it the node's ROS clock (wall time or ``/clock``), and the unit tests feed it a fake one, so the
+rtgym semantics can be checked exactly and without sleeping.
+"""
+
+from dataclasses import dataclass
+import enum
+import math
+
+
+class StepStart(enum.Enum):
+    """How a new time-step was placed relative to the previous one."""
+
+    ELASTIC = 'elastic'
+    """Started at the previous ``t_end``: on time, or late but within the elasticity."""
+    TIMED_OUT = 'timed_out'
+    """Started at ``now`` because the previous step ran past ``t_end + timeout``."""
+    RESTARTED = 'restarted'
+    """Started at ``now`` after ``wait()``: an expected break, not worth a warning."""
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What :meth:`ElasticSchedule.begin_step` decided, for warnings and statistics."""
+
+    start: StepStart
+    late_by: float
+    """Seconds between the previous ``t_end`` and ``now`` (negative when early)."""
+
+
+class ElasticSchedule:
+    """rtgym 0.16's ``_update_timestamps`` and ``_initialize_time``, without a clock.
+
+    T is ``time_step_duration``, c is ``start_obs_capture`` and the elasticity is
+    ``T * time_step_timeout_factor``. A step starting at ``now`` begins at the previous
+    ``t_end`` when ``now < t_end + timeout`` (lost time is made up), else at ``now``.
+    """
+
+    def __init__(self, *, time_step_duration: float, start_obs_capture: float,
+                 time_step_timeout_factor: float) -> None:
+        self.time_step_duration = float(time_step_duration)
+        self.start_obs_capture = float(start_obs_capture)
+        self.time_step_timeout_factor = float(time_step_timeout_factor)
+        self.t_start = math.nan
+        self.t_co = math.nan
+        self.t_end = math.nan
+        self.initialized = False
+        self.expecting_restart = False
+
+    @property
+    def time_step_timeout(self) -> float:
+        """Elasticity in seconds: how late a step may start and still make up for it."""
+        return self.time_step_duration * self.time_step_timeout_factor
+
+    def initialize(self, now: float) -> None:
+        """Fake a previous time-step that ends at ``now`` (rtgym does this at first reset)."""
+        self.t_start = now - self.time_step_duration
+        self.t_co = self.t_start + self.start_obs_capture
+        self.t_end = self.t_start + self.time_step_duration
+        self.initialized = True
+
+    def expect_restart(self) -> None:
+        """Mark that the next time-out is the expected result of ``wait()``."""
+        self.expecting_restart = True
+
+    def begin_step(self, now: float) -> StepOutcome:
+        """Place the next time-step; ``now`` is read right after the action was sent."""
+        if not self.initialized:
+            raise RuntimeError('the schedule must be initialized before the first time-step')
+        late_by = now - self.t_end
+        if now < self.t_end + self.time_step_timeout:
+            self.t_start = self.t_end
+            start = StepStart.ELASTIC
+        else:
+            # rtgym clears its 'waiting' flag only when the elasticity is actually broken.
+            start = StepStart.RESTARTED if self.expecting_restart else StepStart.TIMED_OUT
+            self.expecting_restart = False
+            self.t_start = now
+        self.t_co = self.t_start + self.start_obs_capture
+        self.t_end = self.t_start + self.time_step_duration
+        return StepOutcome(start=start, late_by=late_by)
+
+    def shift(self, delta: float) -> None:
+        """Move the whole schedule by ``delta`` seconds (the clock jumped, e.g. a sim reset)."""
+        self.t_start += delta
+        self.t_co += delta
+        self.t_end += delta
+
+    def set_time_step_duration(self, time_step_duration: float,
+                               time_step_timeout_factor: float | None = None) -> None:
+        """Takes effect from the next time-step, as in rtgym."""
+        if time_step_timeout_factor is not None:
+            self.time_step_timeout_factor = float(time_step_timeout_factor)
+        self.time_step_duration = float(time_step_duration)
+
+    def set_start_obs_capture(self, start_obs_capture: float) -> None:
+        """Takes effect from the next time-step, as in rtgym."""
+        self.start_obs_capture = float(start_obs_capture)

@@ -1,0 +1,93 @@
+"""A one-shot ROS timer that fires a callback at an absolute time on the node's clock.
+
+Timers are what make the schedule follow ``/clock``: under ``use_sim_time`` a paused simulator
+stops them and a fast one speeds them up. On wall time a Python executor wakes a timer a few
+hundred microseconds late, which is more than rtgym's plain ``time.sleep``; so on wall time the
+timer is armed ``lead`` seconds early and the last stretch is slept on the executor thread.
+"""
+
+import time
+from typing import Callable
+
+from rclpy.node import Node
+
+_SIM_TIME_SLACK = 1e-9  # /clock has ns resolution: 'reached' means within one tick
+_MIN_WALL_LEAD = 50e-6  # below this, re-arming a timer costs more than sleeping
+
+
+class DeadlineTimer:
+    """Call one callback once the node's clock reaches a target time."""
+
+    def __init__(self, node: Node, *, lead: float) -> None:
+        self._node = node
+        self._clock = node.get_clock()
+        self._lead = lead
+        self._target: float | None = None
+        self._callback: Callable[[], None] | None = None
+        self._timer = node.create_timer(3600.0, self._on_timer, autostart=False)
+
+    @property
+    def armed(self) -> bool:
+        return self._target is not None
+
+    @property
+    def target(self) -> float | None:
+        return self._target
+
+    def now(self) -> float:
+        return self._clock.now().nanoseconds * 1e-9
+
+    def arm(self, target: float, callback: Callable[[], None]) -> None:
+        """Call ``callback`` at ``target`` (seconds on the node clock); now if already past.
+
+        Must be called on the executor thread. Re-arming replaces the previous deadline.
+        """
+        self._target = target
+        self._callback = callback
+        self._schedule()
+
+    def retarget(self, target: float) -> None:
+        """Move the pending deadline (after a clock jump) without changing its callback."""
+        if self._target is not None:
+            self._target = target
+            self._schedule()
+
+    def cancel(self) -> None:
+        self._target = None
+        self._callback = None
+        self._timer.cancel()
+
+    def destroy(self) -> None:
+        self.cancel()
+        self._node.destroy_timer(self._timer)
+
+    def _schedule(self) -> None:
+        remaining = self._target - self.now()
+        if remaining <= self._early_wake():
+            self._timer.cancel()
+            self._fire()
+            return
+        self._timer.timer_period_ns = int((remaining - self._early_wake()) * 1e9)
+        self._timer.reset()
+
+    def _early_wake(self) -> float:
+        """How early the timer may wake: ``lead`` on wall time, nothing on sim time."""
+        if self._clock.ros_time_is_active:
+            return _SIM_TIME_SLACK
+        return max(self._lead, _MIN_WALL_LEAD)
+
+    def _on_timer(self) -> None:
+        self._timer.cancel()
+        if self._target is None:
+            return
+        self._schedule()
+
+    def _fire(self) -> None:
+        if not self._clock.ros_time_is_active:
+            remaining = self._target - self.now()
+            if remaining > 0.0:
+                time.sleep(remaining)
+        callback = self._callback
+        self._target = None
+        self._callback = None
+        callback()

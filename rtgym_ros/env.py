@@ -1,0 +1,339 @@
+"""``RealTimeEnv``: rtgym 0.16's real-time Gymnasium env, on a ROS 2 node and its clock.
+
+The user's thread (``step``/``reset``) only hands actions over and waits on events; the
+time-step itself, and every interface call, runs on the node's executor thread as timer
+callbacks (see :mod:`rtgym_ros.time_step`). The semantics are rtgym's ``real-time-gym-ts-v1``
+to the letter; see ``DESIGN.md`` section 2.
+"""
+
+from collections import deque
+from typing import Any
+import warnings
+import weakref
+
+import gymnasium
+import gymnasium.spaces as spaces
+from rclpy.clock import JumpThreshold, TimeJump
+from rclpy.duration import Duration
+
+from rtgym_ros import gil
+from rtgym_ros.benchmark import make_benchmark
+from rtgym_ros.clock import ElasticSchedule, StepOutcome, StepStart
+from rtgym_ros.config import DEFAULT_CONFIG_DICT, EnvConfig, resolve_config
+from rtgym_ros.deadline import DeadlineTimer
+from rtgym_ros.interface import RealTimeGymInterface
+from rtgym_ros.runtime import RosRuntime
+from rtgym_ros.time_step import TimeStepRunner
+
+_CLOSE_TIMEOUT = 5.0  # seconds: bound on each teardown wait, so close() never hangs
+
+
+class BenchmarkDisabledError(RuntimeError, AssertionError):
+    """``benchmarks()`` without ``benchmark=True`` (an AssertionError too, as in rtgym)."""
+
+
+class RealTimeEnv(gymnasium.Env):
+    """A real-time env whose elastic time-step runs on ROS timers (``use_sim_time`` aware)."""
+
+    metadata = {'render_modes': ['human']}
+
+    def __init__(self, config: dict = DEFAULT_CONFIG_DICT) -> None:
+        self._closed = True  # until the runtime exists, close() has nothing to do
+        cfg: EnvConfig = resolve_config(config)
+        self.config = cfg
+        self.wait_on_done = cfg.wait_on_done
+        self.last_act_on_reset = cfg.last_act_on_reset
+        self.act_prepro_func = cfg.act_prepro_func
+        self.obs_prepro_func = cfg.obs_prepro_func
+        self.ep_max_length = cfg.ep_max_length
+        self.act_in_obs = cfg.act_in_obs
+        self.act_buf_len = cfg.act_buf_len
+        self.act_buf: deque = deque(maxlen=cfg.act_buf_len)
+        self.reset_act_buf = cfg.reset_act_buf
+        self.benchmark = cfg.benchmark
+        self.bench = make_benchmark(cfg.benchmark_type, polyak=cfg.benchmark_polyak)
+        self.current_step = 0
+        self.running = False
+        self.seed = None
+        self.options = None
+        self._schedule = ElasticSchedule(
+            time_step_duration=cfg.time_step_duration, start_obs_capture=cfg.start_obs_capture,
+            time_step_timeout_factor=cfg.time_step_timeout_factor)
+        self._captured: tuple | None = None
+        self._ts_running = False
+
+        self._runtime = RosRuntime(node_name=cfg.node_name, namespace=cfg.namespace,
+                                   use_sim_time=cfg.use_sim_time, domain_id=cfg.domain_id)
+        self._closed = False
+        _live_envs.add(self)
+        gil.acquire(self, cfg.gil_switch_interval)
+        try:
+            self.interface: RealTimeGymInterface = self._runtime.call(self._start_interface)
+        except BaseException:
+            self.close()
+            raise
+        self.action_space = self.interface_action_space
+        self.observation_space = self._get_observation_space()
+        self.init_action_buffer()
+
+    # -- executor-thread side ---------------------------------------------------------------
+
+    def _start_interface(self) -> RealTimeGymInterface:
+        """Executor thread: build the interface and the timers that run the time-step."""
+        cfg = self.config
+        node = self._runtime.node
+        interface = cfg.interface(*cfg.interface_args, **cfg.interface_kwargs)
+        interface.bind_node(node)
+        self.default_action = interface.get_default_action()
+        self.interface_action_space = interface.get_action_space()
+        self.interface_observation_space = interface.get_observation_space()
+        self._timer = DeadlineTimer(node, lead=cfg.timer_lead)
+        self._runner = TimeStepRunner(
+            schedule=self._schedule, timer=self._timer,
+            send_control=self._send_control, capture=self._capture,
+            on_start=self._on_step_start, on_error=self._send_safe_action,
+            bench=self.bench if self.benchmark else None)
+        self._jump_handle = node.get_clock().create_jump_callback(
+            JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1),
+                          on_clock_change=False),
+            post_callback=self._on_clock_jump)
+        return interface
+
+    def _send_control(self, action: Any) -> None:
+        act = self.act_prepro_func(action) if self.act_prepro_func else action
+        self.interface.send_control(act)
+
+    def _capture(self) -> None:
+        obs, rew, terminated, info = self.interface.get_obs_rew_terminated_info()
+        if self.obs_prepro_func:
+            obs = self.obs_prepro_func(obs)
+        self._captured = (tuple(obs), rew, terminated, info)
+
+    def _on_step_start(self, outcome: StepOutcome) -> None:
+        if outcome.start is StepStart.TIMED_OUT:
+            message = ('Time-step timed out. Elapsed since last time-step: '
+                       f'{outcome.late_by}')
+            warnings.warn(message)
+            self._runtime.logger.warning(message)
+
+    def _on_clock_jump(self, jump: TimeJump) -> None:
+        delta = jump.delta.nanoseconds * 1e-9
+        self._runtime.logger.warning(f'clock jumped by {delta:.3f} s: schedule moved with it')
+        self._runner.on_clock_jump(delta)
+
+    def _send_safe_action(self) -> None:
+        """Executor thread: put the robot in its safe state, whatever failed before."""
+        try:
+            self.interface.send_control(self.default_action)
+        except Exception as error:
+            self._runtime.logger.error(f'could not send the default action: {error!r}')
+
+    # -- user-thread side ---------------------------------------------------------------------
+
+    def _get_observation_space(self) -> spaces.Space:
+        space = self.interface_observation_space
+        if self.act_in_obs:
+            space = spaces.Tuple((*space.spaces,
+                                  *((self.interface_action_space,) * self.act_buf_len)))
+        return space
+
+    def _wait_time_step(self) -> None:
+        """Wait until the running time-step completes; re-raise what failed in it."""
+        if not self._ts_running:
+            return
+        self._runtime.wait_for(self._runner.done, what='the time-step')
+        self._ts_running = False
+        error, self._runner.error = self._runner.error, None
+        if error is not None:
+            self.running = False
+            raise RuntimeError(f'the time-step failed on the executor thread: {error!r}; '
+                               'the default action was sent') from error
+
+    def _run_time_step(self, action: Any) -> None:
+        self._ts_running = True
+        self._runner.prepare()
+        self._runtime.post(self._runner.start, action)
+
+    def init_action_buffer(self) -> None:
+        for _ in range(self.act_buf_len):
+            self.act_buf.append(self.default_action)
+
+    @property
+    def is_waiting(self) -> bool:
+        """True after ``wait()`` until the next time-step breaks the elasticity (as rtgym)."""
+        return self._schedule.expecting_restart
+
+    @property
+    def time_initialized(self) -> bool:
+        return self._schedule.initialized
+
+    @property
+    def time_step_duration(self) -> float:
+        return self._schedule.time_step_duration
+
+    @property
+    def start_obs_capture(self) -> float:
+        return self._schedule.start_obs_capture
+
+    @property
+    def time_step_timeout_factor(self) -> float:
+        return self._schedule.time_step_timeout_factor
+
+    @property
+    def time_step_timeout(self) -> float:
+        return self._schedule.time_step_timeout
+
+    def reset(self, *, seed: int | None = None,
+              options: dict | None = None) -> tuple[tuple, dict]:
+        """Start an episode: apply the default (or last) action and return the first obs."""
+        super().reset(seed=seed)
+        self._check_open()
+        if self.benchmark:
+            self.bench.start_reset_time()
+        self._wait_time_step()
+        if self.benchmark:
+            self.bench.end_reset_join_time()
+        self.running = True
+        self.seed = seed
+        self.options = options
+        self.current_step = 0
+        if self.reset_act_buf:
+            self.init_action_buffer()
+        elif not self.last_act_on_reset:
+            self.act_buf[-1] = self.default_action
+        obs, info = self._runtime.call(
+            lambda: self.interface.reset(seed=seed, options=options))
+        if self.act_in_obs:
+            obs = list(obs) + list(self.act_buf)
+        if self.obs_prepro_func:
+            obs = self.obs_prepro_func(obs)
+        obs = tuple(obs)
+        if not self._schedule.initialized:
+            self._schedule.initialize(self._runtime.now())
+        self._run_time_step(self.act_buf[-1])
+        if self.benchmark:
+            self.bench.end_reset_time()
+        return obs, info
+
+    def step(self, action: Any) -> tuple[tuple, Any, bool, bool, dict]:
+        """Wait for the running time-step, return its observation, start the next with action.
+
+        Real-time: call it again before the end of the next time-step, or the step times out.
+        """
+        self._check_open()
+        if self.benchmark:
+            self.bench.start_step_time()
+        self._wait_time_step()
+        if self.benchmark:
+            self.bench.end_step_join_time()
+        self.current_step += 1
+        self.act_buf.append(action)
+        if not self.running:
+            raise RuntimeError('The episode is terminated or truncated. '
+                               'Call reset before step.')
+        obs, rew, terminated, info = self._captured
+        terminated = bool(terminated)
+        truncated = (self.current_step >= self.ep_max_length) if not terminated else False
+        if not (terminated or truncated):
+            self._run_time_step(action)
+        else:
+            self.running = False
+            if self.wait_on_done:
+                self.wait()
+        if self.act_in_obs:
+            obs = (*obs, *self.act_buf)
+        if self.benchmark:
+            self.bench.end_step_time()
+        return obs, rew, terminated, bool(truncated), info
+
+    def stop(self) -> None:
+        """Wait for the running time-step to complete."""
+        self._wait_time_step()
+
+    def wait(self) -> None:
+        """'Pause' the env: the next time-step restarts the clock without a time-out warning."""
+        self._check_open()
+        self._wait_time_step()
+        self._schedule.expect_restart()
+        self._runtime.call(self.interface.wait)
+
+    def benchmarks(self) -> dict:
+        """Timing statistics (see :mod:`rtgym_ros.benchmark`); needs ``benchmark=True``."""
+        if not self.benchmark:
+            raise BenchmarkDisabledError(
+                'The benchmark option is not set. Set benchmark=True in the configuration '
+                'dictionary of the rtgym environment')
+        return self.bench.get_benchmark_dict()
+
+    def render(self, mode: str = 'human', join_thread: bool = False) -> Any:
+        """The interface's ``render()``, called on the executor thread."""
+        self._check_open()
+        if join_thread:
+            self._wait_time_step()
+        return self._runtime.call(self.interface.render)
+
+    def set_default_action(self, default_action: Any) -> None:
+        """The action sent by the next ``reset()`` (and on close, errors, stalls)."""
+        self.default_action = default_action
+
+    def set_time_step_duration(self, time_step_duration: float,
+                               time_step_timeout_factor: float | None = None) -> None:
+        """Change T (and optionally the elasticity) from the next time-step on."""
+        self._wait_time_step()
+        self._schedule.set_time_step_duration(time_step_duration, time_step_timeout_factor)
+
+    def set_start_obs_capture(self, start_obs_capture: float) -> None:
+        """Change c from the next time-step on."""
+        self._wait_time_step()
+        self._schedule.set_start_obs_capture(start_obs_capture)
+
+    def set_ep_max_length(self, ep_max_length: int) -> None:
+        """Change the episode length limit from the next step on."""
+        self._wait_time_step()
+        self.ep_max_length = ep_max_length
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError('the env is closed')
+
+    def close(self) -> None:
+        """Stop the time-step, send the safe action, tear the node down. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        _live_envs.discard(self)
+        runtime = self._runtime
+        try:
+            if runtime.alive() and hasattr(self, '_runner'):
+                runtime.call(self._shutdown_interface, timeout=_CLOSE_TIMEOUT)
+        except Exception as error:
+            runtime.logger.error(f'error while closing the interface: {error!r}')
+        finally:
+            runtime.close(timeout=_CLOSE_TIMEOUT)
+            gil.release(self)
+
+    def _shutdown_interface(self) -> None:
+        """Executor thread: no more time-steps, robot in its safe state, interface closed."""
+        self._runner.abort()
+        self._jump_handle.unregister()
+        self._send_safe_action()
+        try:
+            self.interface.close()
+        finally:
+            self._timer.destroy()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+_live_envs: 'weakref.WeakSet[RealTimeEnv]' = weakref.WeakSet()
+
+
+def close_all() -> None:
+    """Close every env still open (at interpreter exit, before rclpy's own teardown)."""
+    for env in list(_live_envs):
+        env.close()
+

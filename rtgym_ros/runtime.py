@@ -1,0 +1,140 @@
+"""One ROS node in a private context, spun by an executor in its own daemon thread.
+
+Everything that touches the node (interface calls, timers, publishers) runs on that thread;
+other threads hand work over with :meth:`RosRuntime.post` or :meth:`RosRuntime.call`. A private
+``rclpy.Context`` keeps several envs in one process independent of each other and of the
+user's own ``rclpy.init()``; no signal handlers are installed, Ctrl-C stays the user's.
+"""
+
+import os
+import threading
+from typing import Any, Callable, TypeVar
+
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.signals import SignalHandlerOptions
+
+T = TypeVar('T')
+
+
+class RuntimeClosedError(RuntimeError):
+    """The runtime was closed, or its executor thread died."""
+
+
+class RosRuntime:
+    """A node, its private context and the thread that spins it."""
+
+    def __init__(self, *, node_name: str, namespace: str = '', use_sim_time: bool = False,
+                 domain_id: int | None = None, args: list[str] | None = None,
+                 parameter_overrides: list[Parameter] | None = None) -> None:
+        self.context = Context()
+        rclpy.init(args=args, context=self.context, domain_id=_domain_id(domain_id),
+                   signal_handler_options=SignalHandlerOptions.NO)
+        overrides = list(parameter_overrides or [])
+        overrides.append(Parameter('use_sim_time', Parameter.Type.BOOL, use_sim_time))
+        try:
+            self.node = Node(node_name, namespace=namespace, context=self.context,
+                             parameter_overrides=overrides)
+            self.executor = SingleThreadedExecutor(context=self.context)
+            self.executor.add_node(self.node)
+        except BaseException:
+            self.context.try_shutdown()
+            raise
+        self.failure: BaseException | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._spin, name=f'rtgym_ros:{node_name}',
+                                        daemon=True)
+        self._thread.start()
+
+    @property
+    def logger(self):
+        return self.node.get_logger()
+
+    def now(self) -> float:
+        """Seconds on the node's clock (``/clock`` under ``use_sim_time``)."""
+        return self.node.get_clock().now().nanoseconds * 1e-9
+
+    def on_executor_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def alive(self) -> bool:
+        return not self._closed and self._thread.is_alive() and self.failure is None
+
+    def post(self, function: Callable[..., Any], *args: Any) -> None:
+        """Run ``function(*args)`` on the executor thread, soon; do not wait for it."""
+        if not self.alive():
+            raise RuntimeClosedError(self._dead_reason())
+        self.executor.create_task(function, *args)
+
+    def call(self, function: Callable[..., T], *args: Any, timeout: float | None = None) -> T:
+        """Run ``function(*args)`` on the executor thread and return its result (or raise)."""
+        if self.on_executor_thread():
+            return function(*args)
+        done = threading.Event()
+        outcome: list = []
+
+        def run() -> None:
+            try:
+                outcome.append((True, function(*args)))
+            except BaseException as error:  # handed to the caller, who re-raises it
+                outcome.append((False, error))
+            finally:
+                done.set()
+
+        self.post(run)
+        self.wait_for(done, timeout=timeout, what=getattr(function, '__name__', 'call'))
+        succeeded, value = outcome[0]
+        if not succeeded:
+            raise value
+        return value
+
+    def wait_for(self, event: threading.Event, *, timeout: float | None = None,
+                 what: str = 'the executor') -> None:
+        """Wait for ``event``, but fail fast if the executor thread dies meanwhile."""
+        remaining = timeout
+        while not event.wait(0.1 if remaining is None else min(0.1, max(remaining, 0.0))):
+            if not self.alive():
+                raise RuntimeClosedError(self._dead_reason())
+            if remaining is not None:
+                remaining -= 0.1
+                if remaining <= 0.0:
+                    raise TimeoutError(f'{what} did not complete within {timeout} s')
+
+    def _dead_reason(self) -> str:
+        if self.failure is not None:
+            return f'the ROS executor thread failed: {self.failure!r}'
+        return 'the ROS runtime is closed'
+
+    def _spin(self) -> None:
+        try:
+            self.executor.spin()
+        except ExternalShutdownException:
+            pass
+        except BaseException as error:  # recorded: every waiting caller re-raises it
+            self.failure = error
+            try:
+                self.node.get_logger().error(f'executor thread stopped: {error!r}')
+            except Exception:
+                pass
+
+    def close(self, *, timeout: float = 5.0) -> None:
+        """Executor shutdown, thread join, node destroyed, context shut down. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.executor.shutdown(timeout_sec=timeout)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+        self.node.destroy_node()
+        self.context.try_shutdown()
+
+
+def _domain_id(domain_id: int | None) -> int | None:
+    """An explicit domain wins; else ROS_DOMAIN_ID (rclpy reads it too when given None)."""
+    if domain_id is not None:
+        return domain_id
+    value = os.environ.get('ROS_DOMAIN_ID', '').strip()
+    return int(value) if value.isdigit() else None

@@ -1,0 +1,35 @@
+from glob import glob
+
+from setuptools import find_packages, setup
+
+package_name = 'rtgym_ros'
+
+setup(
+    name=package_name,
+    version='0.1.0',
+    packages=find_packages(exclude=['test']),
+    data_files=[
+        ('share/ament_index/resource_index/packages', ['resource/' + package_name]),
+        ('share/' + package_name, ['package.xml']),
+        ('share/' + package_name + '/launch', glob('launch/*.launch.py')),
+        ('share/' + package_name + '/config', glob('config/*.yaml')),
+    ],
+    # ROS 2 itself (rclpy and the message packages) comes from the ROS install or from the
+    # pinned PyPI wheels in requirements/ros-kilted.txt; it is deliberately not listed here so
+    # that an apt-installed ROS 2 is never shadowed by a second rclpy.
+    install_requires=['setuptools', 'numpy', 'gymnasium>=1.0', 'PyYAML'],
+    extras_require={
+        'test': ['pytest', 'rtgym==0.16'],
+        'bench': ['rtgym==0.16'],
+    },
+    zip_safe=True,
+    maintainer='rtgym_ros developers',
+    maintainer_email='dev@rtgym-ros.invalid',
+    description='Real-time Gymnasium environments on ROS 2 (rtgym elastic time-step on ROS timers).',
+    license='MIT',
+    entry_points={
+        'console_scripts': [
+            'timing_demo = rtgym_ros.nodes.timing_demo:main',
+        ],
+    },
+)
