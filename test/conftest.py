@@ -1,0 +1,7 @@
+"""Keep DDS traffic on this machine and on a domain of its own for every test run."""
+
+import os
+
+os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+# tools/test sets a per-run domain; a bare `pytest` gets one derived from its pid.
+os.environ.setdefault('ROS_DOMAIN_ID', str(1 + os.getpid() % 100))

@@ -1,0 +1,301 @@
+"""The env with real rclpy: rtgym's behaviour, timing, threads, errors, benchmarks."""
+
+import threading
+import time
+import warnings
+
+from dummy_interfaces import CountingInterface
+import gymnasium as gym
+import numpy as np
+import pytest
+import rtgym  # noqa: F401  (registers real-time-gym-ts-v1, the reference)
+
+import rtgym_ros
+from rtgym_ros import DEFAULT_CONFIG_DICT
+
+T = 0.02
+
+
+@pytest.fixture
+def make_env():
+    envs = []
+
+    def make(env_id='rtgym_ros/real-time-gym-v1', **overrides):
+        config = dict(DEFAULT_CONFIG_DICT, interface=CountingInterface,
+                      time_step_duration=T, start_obs_capture=T, ep_max_length=1000)
+        config.update(overrides)
+        if env_id != 'rtgym_ros/real-time-gym-v1':
+            config = {k: v for k, v in config.items() if k in rtgym.DEFAULT_CONFIG_DICT
+                      or k in ('act_prepro_func', 'obs_prepro_func')}
+        env = gym.make(env_id, config=config, disable_env_checker=True)
+        envs.append(env)
+        return env
+
+    yield make
+    for env in envs:
+        env.close()
+
+
+def as_lists(obs):
+    return [np.asarray(part).tolist() for part in obs]
+
+
+def scripted_run(env):
+    """A fixed sequence of calls covering episodes, resets, wait() and set_default_action."""
+    record = []
+    actions = [np.full(2, 0.1 * (i % 10) - 0.45, dtype=np.float32) for i in range(40)]
+    obs, info = env.reset()
+    record.append(('reset', as_lists(obs)))
+    step = 0
+    for episode in range(3):
+        for _ in range(9):
+            obs, rew, terminated, truncated, info = env.step(actions[step])
+            step += 1
+            record.append(('step', as_lists(obs), rew, terminated, truncated))
+            if terminated or truncated:
+                break
+        if episode == 1:
+            env.unwrapped.wait()
+            env.unwrapped.set_default_action(np.full(2, 0.5, dtype=np.float32))
+        obs, info = env.reset()
+        record.append(('reset', as_lists(obs)))
+    return record
+
+
+CONFIGS = {
+    'defaults': {},
+    'long_buffer': {'act_buf_len': 3},
+    'no_act_in_obs': {'act_in_obs': False},
+    'keep_buffer': {'act_buf_len': 3, 'reset_act_buf': False},
+    'keep_buffer_last_act': {'act_buf_len': 3, 'reset_act_buf': False,
+                             'last_act_on_reset': True},
+    'short_episodes': {'ep_max_length': 4, 'act_buf_len': 2},
+    'terminations': {'interface_kwargs': {'terminate_every': 5}, 'ep_max_length': 4},
+    'wait_on_done': {'wait_on_done': True, 'ep_max_length': 5},
+    'prepro': {'act_prepro_func': lambda a: a * 2,
+               'obs_prepro_func': lambda o: [np.asarray(x) + 1 for x in o]},
+}
+
+
+@pytest.mark.parametrize('name', sorted(CONFIGS))
+def test_same_results_as_rtgym(make_env, name):
+    """Same interface, same calls: rtgym 0.16 ts-v1 and ours return the same transitions."""
+    ours = scripted_run(make_env(**CONFIGS[name]))
+    reference = scripted_run(make_env('real-time-gym-ts-v1', **CONFIGS[name]))
+    assert ours == reference
+
+
+def test_same_sent_controls_as_rtgym(make_env):
+    ours = make_env(act_buf_len=2, ep_max_length=5)
+    reference = make_env('real-time-gym-ts-v1', act_buf_len=2, ep_max_length=5)
+    scripted_run(ours)
+    scripted_run(reference)
+    ours.close()
+    reference.close()
+    ours_sent = ours.unwrapped.interface.sent[:-1]  # ours adds the safe action on close
+    assert [a.tolist() for a in ours_sent] == \
+        [np.asarray(a).tolist() for a in _rtgym_interface(reference).sent]
+    assert ours.unwrapped.interface.sent[-1].tolist() == [0.5, 0.5]  # set_default_action
+
+
+def _rtgym_interface(env):
+    return env.unwrapped._RealTimeEnvTS__interface
+
+
+def test_observation_shows_previous_action_applied(make_env):
+    """The obs returned by step(a_k) was captured while a_(k-1) was being applied."""
+    env = make_env()
+    env.reset()
+    actions = [np.array([0.1 * i, -0.1 * i], dtype=np.float32) for i in range(1, 8)]
+    seen = [env.step(action)[0][1] for action in actions]
+    np.testing.assert_allclose(seen[0], [0.0, 0.0])
+    for previous, observed in zip(actions, seen[1:]):
+        np.testing.assert_allclose(observed, previous)
+
+
+def test_action_buffer_contents(make_env):
+    env = make_env(act_buf_len=3)
+    obs, _ = env.reset()
+    assert len(obs) == 2 + 3
+    for part in obs[2:]:
+        np.testing.assert_array_equal(part, [0.0, 0.0])
+    a1, a2 = np.array([0.1, 0.2], np.float32), np.array([0.3, 0.4], np.float32)
+    env.step(a1)
+    obs = env.step(a2)[0]
+    np.testing.assert_array_equal(obs[2], [0.0, 0.0])
+    np.testing.assert_array_equal(obs[3], a1)
+    np.testing.assert_array_equal(obs[4], a2)
+    assert env.observation_space.contains(obs)
+
+
+def test_truncation_then_step_raises(make_env):
+    env = make_env(ep_max_length=3)
+    env.reset()
+    flags = [env.step(np.zeros(2, np.float32))[2:4] for _ in range(3)]
+    assert flags == [(False, False), (False, False), (False, True)]
+    with pytest.raises(RuntimeError, match='Call reset'):
+        env.unwrapped.step(np.zeros(2, np.float32))
+
+
+def test_termination_wins_over_truncation(make_env):
+    env = make_env(ep_max_length=2, interface_kwargs={'terminate_every': 2})
+    env.reset()
+    env.step(np.zeros(2, np.float32))
+    _, _, terminated, truncated, _ = env.step(np.zeros(2, np.float32))
+    assert (terminated, truncated) == (True, False)
+    assert isinstance(terminated, bool) and isinstance(truncated, bool)
+
+
+def test_capture_spacing_follows_the_time_step(make_env):
+    env = make_env(time_step_duration=0.02, start_obs_capture=0.01)
+    env.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        for _ in range(40):
+            env.step(np.zeros(2, np.float32))
+            time.sleep(0.005)  # an agent that computes for a quarter step
+    spacing = np.diff(env.unwrapped.interface.capture_times[5:])
+    assert np.median(spacing) == pytest.approx(0.02, abs=0.002)
+    assert not [w for w in caught if 'timed out' in str(w.message)]
+
+
+def test_time_out_warns_and_wait_does_not(make_env):
+    env = make_env()
+    env.reset()
+    env.step(np.zeros(2, np.float32))
+    with pytest.warns(UserWarning, match='timed out'):
+        time.sleep(4 * T)
+        env.step(np.zeros(2, np.float32))
+        env.step(np.zeros(2, np.float32))  # the warning comes when that step starts
+        time.sleep(T)
+    env.unwrapped.wait()
+    time.sleep(4 * T)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        env.reset()
+        env.step(np.zeros(2, np.float32))
+        time.sleep(T / 2)
+    assert not [w for w in caught if 'timed out' in str(w.message)]
+    assert not env.unwrapped.is_waiting
+
+
+def test_every_interface_call_runs_on_the_executor_thread(make_env):
+    env = make_env(ep_max_length=3)
+    env.reset()
+    for _ in range(3):
+        env.step(np.zeros(2, np.float32))
+    env.unwrapped.wait()
+    assert env.render() == 'rendered'
+    interface = env.unwrapped.interface
+    assert interface.threads == {'rtgym_ros:rtgym_env'}
+    assert threading.current_thread().name not in interface.threads
+
+
+def test_setters_change_the_schedule(make_env):
+    env = make_env(time_step_duration=0.01, start_obs_capture=0.01)
+    base = env.unwrapped
+    env.reset()
+    for _ in range(5):
+        env.step(np.zeros(2, np.float32))
+    base.set_time_step_duration(0.05, time_step_timeout_factor=2.0)
+    base.set_start_obs_capture(0.05)
+    base.set_ep_max_length(12)
+    assert base.time_step_timeout == pytest.approx(0.1)
+    count = len(base.interface.capture_times)
+    flags = [env.step(np.zeros(2, np.float32))[3] for _ in range(7)]
+    spacing = np.diff(base.interface.capture_times[count:])
+    assert np.median(spacing) == pytest.approx(0.05, abs=0.005)
+    assert flags == [False] * 6 + [True]  # 5 + 7 steps reach the new limit of 12
+
+
+def test_polyak_benchmarks(make_env):
+    env = make_env(benchmark=True)
+    env.reset()
+    for _ in range(10):
+        env.step(np.zeros(2, np.float32))
+    stats = env.unwrapped.benchmarks()
+    assert set(stats) == {'time_step_duration', 'step_duration', 'join_duration',
+                          'inference_duration', 'send_control_duration', 'get_obs_duration'}
+    average, deviation = stats['time_step_duration']
+    assert average == pytest.approx(T, abs=0.005)
+    assert deviation >= 0.0
+
+
+def test_trace_benchmarks(make_env):
+    env = make_env(benchmark=True, benchmark_type='trace')
+    env.reset()
+    for _ in range(10):
+        env.step(np.zeros(2, np.float32))
+    trace = env.unwrapped.benchmarks()
+    assert len(trace['clock']['start_step']) == 11  # the reset counts as a step
+    assert np.median(trace['deltas']['time_step_duration'][2:]) == pytest.approx(T, abs=0.005)
+    assert len(trace['clock']['start_get_obs']) >= 10
+
+
+def test_benchmarks_disabled_is_an_error(make_env):
+    env = make_env()
+    with pytest.raises(AssertionError, match='benchmark=True'):
+        env.unwrapped.benchmarks()
+
+
+def test_interface_error_surfaces_in_step_and_robot_gets_default(make_env):
+    env = make_env(interface_kwargs={'fail_on_capture': 3})
+    env.reset()
+    action = np.array([0.7, 0.7], np.float32)
+    env.step(action)
+    env.step(action)
+    with pytest.raises(RuntimeError, match='sensor exploded'):
+        env.step(action)
+    assert env.unwrapped.interface.sent[-1].tolist() == [0.0, 0.0]
+    env.reset()  # the env recovers on the next episode
+    env.step(action)
+
+
+def test_close_is_idempotent_and_sends_default(make_env):
+    env = make_env()
+    env.reset()
+    env.step(np.array([0.5, 0.5], np.float32))
+    env.close()
+    env.close()
+    assert env.unwrapped.interface.sent[-1].tolist() == [0.0, 0.0]
+    with pytest.raises(RuntimeError, match='closed'):
+        env.unwrapped.step(np.zeros(2, np.float32))
+
+
+def test_several_envs_in_one_process_then_no_leaked_threads(make_env):
+    before = {t.name for t in threading.enumerate()}
+    envs = [make_env(node_name=f'env_{i}') for i in range(3)]
+    for env in envs:
+        env.reset()
+    for _ in range(5):
+        for env in envs:
+            env.step(np.zeros(2, np.float32))
+    for env in envs:
+        env.close()
+    leftover = {t.name for t in threading.enumerate()} - before
+    assert not [name for name in leftover if name.startswith('rtgym_ros')]
+
+
+def test_bad_config_fails_with_the_key():
+    with pytest.raises(ValueError, match='act_buf_len'):
+        rtgym_ros.RealTimeEnv(dict(DEFAULT_CONFIG_DICT, interface=CountingInterface,
+                                   act_buf_len=0))
+    with pytest.raises(ValueError, match='benchmark_type'):
+        rtgym_ros.RealTimeEnv(dict(DEFAULT_CONFIG_DICT, interface=CountingInterface,
+                                   benchmark_type='fancy'))
+    with pytest.raises(ValueError, match='interface'):
+        rtgym_ros.RealTimeEnv(dict(DEFAULT_CONFIG_DICT))
+
+
+def test_missing_keys_take_defaults_and_unknown_keys_warn(make_env):
+    env = gym.make('rtgym_ros/real-time-gym-v1', config={'interface': CountingInterface},
+                   disable_env_checker=True)
+    try:
+        assert env.unwrapped.time_step_duration == DEFAULT_CONFIG_DICT['time_step_duration']
+        assert env.unwrapped.act_buf_len == 1
+    finally:
+        env.close()
+    with pytest.warns(UserWarning, match='time_step_duraton'):
+        env = gym.make('rtgym_ros/real-time-gym-v1', disable_env_checker=True,
+                       config={'interface': CountingInterface, 'time_step_duraton': 0.1})
+    env.close()
