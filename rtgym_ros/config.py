@@ -34,6 +34,7 @@ ROS_DEFAULTS: dict[str, Any] = {
     'node_name': 'rtgym_env',  # name of the env's ROS node
     'namespace': '',  # node namespace: relative topics of the interface land under it
     'use_sim_time': False,  # follow /clock (Gazebo, our sim_robot) instead of wall time
+    'clock_wait_timeout': 10.0,  # use_sim_time: how long the first reset() waits for /clock
     'domain_id': None,  # ROS domain; None takes ROS_DOMAIN_ID from the environment
     'timer_lead': 0.001,  # wall clock only: timers wake this early, then sleep to the instant
     'gil_switch_interval': 0.0002,  # sys.setswitchinterval while an env lives; None: leave it
@@ -67,6 +68,7 @@ class EnvConfig:
     node_name: str
     namespace: str
     use_sim_time: bool
+    clock_wait_timeout: float
     domain_id: int | None
     timer_lead: float
     gil_switch_interval: float | None
@@ -89,7 +91,7 @@ def resolve_config(config: dict | None) -> EnvConfig:
         raise ValueError("config['interface'] must be your RealTimeGymInterface subclass, "
                          'got the abstract RealTimeGymInterface itself')
     for key in ('time_step_duration', 'start_obs_capture', 'time_step_timeout_factor',
-                'timer_lead'):
+                'timer_lead', 'clock_wait_timeout'):
         _check_number(values, key, minimum=0.0)
     _check_number(values, 'ep_max_length', minimum=1, allow_inf=True)
     _check_number(values, 'benchmark_polyak', minimum=0.0)
@@ -138,6 +140,7 @@ def resolve_config(config: dict | None) -> EnvConfig:
         node_name=str(values['node_name']),
         namespace=str(values['namespace']),
         use_sim_time=bool(values['use_sim_time']),
+        clock_wait_timeout=float(values['clock_wait_timeout']),
         domain_id=None if domain_id is None else int(domain_id),
         timer_lead=float(values['timer_lead']),
         gil_switch_interval=None if switch is None else float(switch),

@@ -209,6 +209,8 @@ class RealTimeEnv(gymnasium.Env):
             obs = self.obs_prepro_func(obs)
         obs = tuple(obs)
         if not self._schedule.initialized:
+            if self.config.use_sim_time:
+                self._runtime.wait_for_clock(timeout=self.config.clock_wait_timeout)
             self._schedule.initialize(self._runtime.now())
         self._run_time_step(self.act_buf[-1])
         if self.benchmark:

@@ -8,6 +8,7 @@ user's own ``rclpy.init()``; no signal handlers are installed, Ctrl-C stays the 
 
 import os
 import threading
+import time
 from typing import Any, Callable, TypeVar
 
 import rclpy
@@ -56,6 +57,16 @@ class RosRuntime:
     def now(self) -> float:
         """Seconds on the node's clock (``/clock`` under ``use_sim_time``)."""
         return self.node.get_clock().now().nanoseconds * 1e-9
+
+    def wait_for_clock(self, *, timeout: float) -> None:
+        """Under sim time the clock reads 0 until the first /clock message: wait for it."""
+        deadline = time.monotonic() + timeout
+        while self.now() <= 0.0:
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f'use_sim_time is set but no /clock message arrived within {timeout} s '
+                    f'(domain {self.context.get_domain_id()}); is the simulator running?')
+            time.sleep(0.01)
 
     def on_executor_thread(self) -> bool:
         return threading.current_thread() is self._thread

@@ -1,0 +1,120 @@
+"""use_sim_time: the env follows /clock (faster, paused, jumping back) and never hangs."""
+
+import threading
+import time
+
+from dummy_interfaces import CountingInterface
+import numpy as np
+import pytest
+from sim_clock import SimClock
+
+from rtgym_ros import DEFAULT_CONFIG_DICT, RealTimeEnv
+
+T = 0.02
+ZERO = np.zeros(2, np.float32)
+
+
+@pytest.fixture
+def sim_clock():
+    clocks = []
+
+    def make(**kwargs):
+        clocks.append(SimClock(**kwargs))
+        return clocks[-1]
+
+    yield make
+    for clock in clocks:
+        clock.close()
+
+
+@pytest.fixture
+def sim_env():
+    envs = []
+
+    def make(**overrides):
+        config = dict(DEFAULT_CONFIG_DICT, interface=CountingInterface, use_sim_time=True,
+                      time_step_duration=T, start_obs_capture=T, ep_max_length=100000,
+                      time_step_timeout_factor=5.0)
+        config.update(overrides)
+        envs.append(RealTimeEnv(config))
+        return envs[-1]
+
+    yield make
+    for env in envs:
+        env.close()
+
+
+def wall_time_of_steps(env, count: int, *, timeout: float = 10.0) -> float:
+    """Wall time of ``count`` steps, run in a thread so a hang fails the test instead."""
+    finished = threading.Event()
+    start = time.perf_counter()
+
+    def run():
+        for _ in range(count):
+            env.step(ZERO)
+        finished.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert finished.wait(timeout), f'{count} steps did not complete within {timeout} s'
+    return time.perf_counter() - start
+
+
+@pytest.mark.parametrize('rate', [1.0, 2.0])
+def test_steps_follow_sim_speed(sim_clock, sim_env, rate):
+    clock = sim_clock(rate=rate)
+    env = sim_env()
+    env.reset()
+    env.step(ZERO)
+    wall = wall_time_of_steps(env, 40)
+    expected = 40 * T / rate
+    assert expected * 0.7 < wall < expected * 1.6
+    sim_start = env._runtime.now()
+    assert sim_start > 999.0  # the node reads /clock, not the wall clock
+    assert clock.rate == rate
+
+
+def test_twice_the_sim_speed_is_about_twice_as_fast_side_by_side(sim_clock, sim_env):
+    clock = sim_clock(rate=1.0)
+    env = sim_env()
+    env.reset()
+    env.step(ZERO)
+    at_1x = wall_time_of_steps(env, 30)
+    clock.rate = 2.0
+    env.step(ZERO)
+    at_2x = wall_time_of_steps(env, 30)
+    assert 1.5 < at_1x / at_2x < 2.6
+
+
+def test_paused_clock_holds_step_until_resumed(sim_clock, sim_env):
+    clock = sim_clock(rate=1.0)
+    env = sim_env()
+    env.reset()
+    env.step(ZERO)
+    clock.paused = True
+    time.sleep(0.05)
+    returned = threading.Event()
+    worker = threading.Thread(target=lambda: (env.step(ZERO), env.step(ZERO),
+                                              returned.set()))
+    worker.start()
+    assert not returned.wait(0.5)  # no simulated time passes: the env waits
+    clock.paused = False
+    assert returned.wait(5.0)
+    worker.join(5.0)
+
+
+def test_clock_jump_back_restarts_schedule_without_hanging(sim_clock, sim_env):
+    clock = sim_clock(rate=1.0)
+    env = sim_env()
+    env.reset()
+    for _ in range(3):
+        env.step(ZERO)
+    clock.jump(-500.0)  # the simulator was reset
+    wall = wall_time_of_steps(env, 10)
+    assert wall < 2.0  # 10 steps of 20 ms: no wait for the old time to come back
+    assert env._runtime.now() < 600.0
+
+
+def test_reset_waits_for_the_first_clock_message(sim_env):
+    env = sim_env(clock_wait_timeout=0.3)
+    with pytest.raises(TimeoutError, match='/clock'):
+        env.reset()
