@@ -209,16 +209,17 @@ def test_setters_change_the_schedule(make_env):
 
 
 def test_polyak_benchmarks(make_env):
-    env = make_env(benchmark=True)
+    env = make_env(benchmark=True, benchmark_polyak=0.5)
     env.reset()
-    for _ in range(10):
+    for _ in range(20):
         env.step(np.zeros(2, np.float32))
     stats = env.unwrapped.benchmarks()
     assert set(stats) == {'time_step_duration', 'step_duration', 'join_duration',
                           'inference_duration', 'send_control_duration', 'get_obs_duration'}
     average, deviation = stats['time_step_duration']
-    assert average == pytest.approx(T, abs=0.005)
+    assert 0.5 * T < average < 2.5 * T  # loose: a loaded 2-core machine stretches steps
     assert deviation >= 0.0
+    assert all(average is not None for average, _ in stats.values())
 
 
 def test_trace_benchmarks(make_env):
