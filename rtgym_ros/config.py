@@ -38,6 +38,7 @@ ROS_DEFAULTS: dict[str, Any] = {
     'domain_id': None,  # ROS domain; None takes ROS_DOMAIN_ID from the environment
     'timer_lead': 0.001,  # wall clock only: timers wake this early, then sleep to the instant
     'gil_switch_interval': 0.0002,  # sys.setswitchinterval while an env lives; None: leave it
+    'watchdog_timeout': None,  # s without step() after a time-step ends -> default action sent
 }
 
 DEFAULT_CONFIG_DICT: dict[str, Any] = {**RTGYM_DEFAULTS, **ROS_DEFAULTS}
@@ -72,6 +73,7 @@ class EnvConfig:
     domain_id: int | None
     timer_lead: float
     gil_switch_interval: float | None
+    watchdog_timeout: float | None
 
 
 def resolve_config(config: dict | None) -> EnvConfig:
@@ -118,6 +120,9 @@ def resolve_config(config: dict | None) -> EnvConfig:
     switch = values['gil_switch_interval']
     if switch is not None:
         _check_number(values, 'gil_switch_interval', minimum=1e-6)
+    watchdog = values['watchdog_timeout']
+    if watchdog is not None:
+        _check_number(values, 'watchdog_timeout', minimum=0.0)
 
     return EnvConfig(
         interface=interface,
@@ -144,6 +149,7 @@ def resolve_config(config: dict | None) -> EnvConfig:
         domain_id=None if domain_id is None else int(domain_id),
         timer_lead=float(values['timer_lead']),
         gil_switch_interval=None if switch is None else float(switch),
+        watchdog_timeout=float(watchdog) if watchdog else None,
     )
 
 

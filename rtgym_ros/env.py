@@ -61,6 +61,8 @@ class RealTimeEnv(gymnasium.Env):
             time_step_timeout_factor=cfg.time_step_timeout_factor)
         self._captured: tuple | None = None
         self._ts_running = False
+        self.stalls = 0
+        """How often the watchdog sent the default action because step() came too late."""
 
         self._runtime = RosRuntime(node_name=cfg.node_name, namespace=cfg.namespace,
                                    use_sim_time=cfg.use_sim_time, domain_id=cfg.domain_id)
@@ -88,11 +90,12 @@ class RealTimeEnv(gymnasium.Env):
         self.interface_action_space = interface.get_action_space()
         self.interface_observation_space = interface.get_observation_space()
         self._timer = DeadlineTimer(node, lead=cfg.timer_lead)
+        self._watchdog = DeadlineTimer(node, lead=0.0)
         self._runner = TimeStepRunner(
             schedule=self._schedule, timer=self._timer,
             send_control=self._send_control, capture=self._capture,
             on_start=self._on_step_start, on_error=self._send_safe_action,
-            bench=self.bench if self.benchmark else None)
+            on_complete=self._arm_watchdog, bench=self.bench if self.benchmark else None)
         self._jump_handle = node.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1),
                           on_clock_change=False),
@@ -100,6 +103,7 @@ class RealTimeEnv(gymnasium.Env):
         return interface
 
     def _send_control(self, action: Any) -> None:
+        self._watchdog.cancel()
         act = self.act_prepro_func(action) if self.act_prepro_func else action
         self.interface.send_control(act)
 
@@ -120,6 +124,23 @@ class RealTimeEnv(gymnasium.Env):
         delta = jump.delta.nanoseconds * 1e-9
         self._runtime.logger.warning(f'clock jumped by {delta:.3f} s: schedule moved with it')
         self._runner.on_clock_jump(delta)
+
+    def _arm_watchdog(self) -> None:
+        """Executor thread, at t_end: the agent must call step() within watchdog_timeout."""
+        if self.config.watchdog_timeout:
+            self._watchdog.arm(self._watchdog.now() + self.config.watchdog_timeout,
+                               self._on_stall)
+
+    def _on_stall(self) -> None:
+        self.stalls += 1
+        self._runtime.logger.warning(
+            f'no step() or reset() for {self.config.watchdog_timeout} s after the last '
+            'time-step: sending the default action')
+        self._send_safe_action()
+
+    def _reset_interface(self, seed: int | None, options: dict | None) -> tuple:
+        self._watchdog.cancel()
+        return self.interface.reset(seed=seed, options=options)
 
     def _send_safe_action(self) -> None:
         """Executor thread: put the robot in its safe state, whatever failed before."""
@@ -153,6 +174,10 @@ class RealTimeEnv(gymnasium.Env):
         self._ts_running = True
         self._runner.prepare()
         self._runtime.post(self._runner.start, action)
+
+    def _format_obs(self, obs: tuple) -> Any:
+        """The rtgym tuple as the user gets it; subclasses may change the layout."""
+        return obs
 
     def init_action_buffer(self) -> None:
         for _ in range(self.act_buf_len):
@@ -201,8 +226,7 @@ class RealTimeEnv(gymnasium.Env):
             self.init_action_buffer()
         elif not self.last_act_on_reset:
             self.act_buf[-1] = self.default_action
-        obs, info = self._runtime.call(
-            lambda: self.interface.reset(seed=seed, options=options))
+        obs, info = self._runtime.call(self._reset_interface, seed, options)
         if self.act_in_obs:
             obs = list(obs) + list(self.act_buf)
         if self.obs_prepro_func:
@@ -215,7 +239,7 @@ class RealTimeEnv(gymnasium.Env):
         self._run_time_step(self.act_buf[-1])
         if self.benchmark:
             self.bench.end_reset_time()
-        return obs, info
+        return self._format_obs(obs), info
 
     def step(self, action: Any) -> tuple[tuple, Any, bool, bool, dict]:
         """Wait for the running time-step, return its observation, start the next with action.
@@ -246,7 +270,7 @@ class RealTimeEnv(gymnasium.Env):
             obs = (*obs, *self.act_buf)
         if self.benchmark:
             self.bench.end_step_time()
-        return obs, rew, terminated, bool(truncated), info
+        return self._format_obs(obs), rew, terminated, bool(truncated), info
 
     def stop(self) -> None:
         """Wait for the running time-step to complete."""
@@ -317,12 +341,14 @@ class RealTimeEnv(gymnasium.Env):
     def _shutdown_interface(self) -> None:
         """Executor thread: no more time-steps, robot in its safe state, interface closed."""
         self._runner.abort()
+        self._watchdog.cancel()
         self._jump_handle.unregister()
         self._send_safe_action()
         try:
             self.interface.close()
         finally:
             self._timer.destroy()
+            self._watchdog.destroy()
 
     def __del__(self) -> None:
         try:

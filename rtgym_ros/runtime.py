@@ -4,6 +4,10 @@ Everything that touches the node (interface calls, timers, publishers) runs on t
 other threads hand work over with :meth:`RosRuntime.post` or :meth:`RosRuntime.call`. A private
 ``rclpy.Context`` keeps several envs in one process independent of each other and of the
 user's own ``rclpy.init()``; no signal handlers are installed, Ctrl-C stays the user's.
+
+An interface that must block on the network (wait for a fresh sensor message, for a service
+response) uses :attr:`RosRuntime.io_node`: a second node, spun by a second thread, whose
+callbacks only store what arrives. The executor thread can then wait, bounded, for them.
 """
 
 import os
@@ -46,9 +50,27 @@ class RosRuntime:
             raise
         self.failure: BaseException | None = None
         self._closed = False
-        self._thread = threading.Thread(target=self._spin, name=f'rtgym_ros:{node_name}',
-                                        daemon=True)
-        self._thread.start()
+        self._node_args = (node_name, namespace, overrides)
+        self._io: tuple[Node, SingleThreadedExecutor, threading.Thread] | None = None
+        self._thread = self._start_spinning(self.executor, f'rtgym_ros:{node_name}')
+
+    @property
+    def io_node(self) -> Node:
+        """The node for subscriptions and service clients, spun by its own thread."""
+        if self._io is None:
+            name, namespace, overrides = self._node_args
+            node = Node(f'{name}_io', namespace=namespace, context=self.context,
+                        parameter_overrides=overrides)
+            executor = SingleThreadedExecutor(context=self.context)
+            executor.add_node(node)
+            self._io = (node, executor, self._start_spinning(executor, f'rtgym_ros:{name}_io'))
+        return self._io[0]
+
+    def _start_spinning(self, executor: SingleThreadedExecutor,
+                        name: str) -> threading.Thread:
+        thread = threading.Thread(target=self._spin, args=(executor,), name=name, daemon=True)
+        thread.start()
+        return thread
 
     @property
     def logger(self):
@@ -119,9 +141,9 @@ class RosRuntime:
             return f'the ROS executor thread failed: {self.failure!r}'
         return 'the ROS runtime is closed'
 
-    def _spin(self) -> None:
+    def _spin(self, executor: SingleThreadedExecutor) -> None:
         try:
-            self.executor.spin()
+            executor.spin()
         except ExternalShutdownException:
             pass
         except BaseException as error:  # recorded: every waiting caller re-raises it
@@ -136,10 +158,16 @@ class RosRuntime:
         if self._closed:
             return
         self._closed = True
-        self.executor.shutdown(timeout_sec=timeout)
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
-        self.node.destroy_node()
+        spun = [(self.node, self.executor, self._thread)]
+        if self._io is not None:
+            spun.append(self._io)
+        for _, executor, _ in spun:
+            executor.shutdown(timeout_sec=timeout)
+        for _, _, thread in spun:
+            if threading.current_thread() is not thread:
+                thread.join(timeout)
+        for node, _, _ in spun:
+            node.destroy_node()
         self.context.try_shutdown()
 
 

@@ -21,13 +21,15 @@ class TimeStepRunner:
     def __init__(self, *, schedule: ElasticSchedule, timer: DeadlineTimer,
                  send_control: Callable[[Any], None], capture: Callable[[], None],
                  on_start: Callable[[StepOutcome], None], on_error: Callable[[], None],
-                 bench: PolyakBenchmark | None) -> None:
+                 on_complete: Callable[[], None] = lambda: None,
+                 bench: PolyakBenchmark | None = None) -> None:
         self.schedule = schedule
         self._timer = timer
         self._send_control = send_control
         self._capture = capture
         self._on_start = on_start
         self._on_error = on_error
+        self._on_complete = on_complete
         self._bench = bench
         self.done = threading.Event()
         self.done.set()
@@ -55,7 +57,12 @@ class TimeStepRunner:
             self._capture()
             if self._bench:
                 self._bench.end_get_obs_time()
-            self._timer.arm(self.schedule.t_end, self.done.set)
+            self._timer.arm(self.schedule.t_end, self._complete)
+
+    def _complete(self) -> None:
+        self.done.set()
+        with self._guard():
+            self._on_complete()
 
     def on_clock_jump(self, delta: float) -> None:
         """Executor thread: the clock jumped by ``delta`` s; keep the step's phase, no hang."""

@@ -300,3 +300,30 @@ def test_missing_keys_take_defaults_and_unknown_keys_warn(make_env):
         env = gym.make('rtgym_ros/real-time-gym-v1', disable_env_checker=True,
                        config={'interface': CountingInterface, 'time_step_duraton': 0.1})
     env.close()
+
+
+def test_watchdog_sends_default_when_the_agent_stalls(make_env):
+    env = make_env(watchdog_timeout=0.1)
+    env.reset()
+    action = np.array([0.7, 0.7], np.float32)
+    for _ in range(5):
+        env.step(action)
+        time.sleep(T / 2)  # in time: no stall
+    assert env.unwrapped.stalls == 0
+    time.sleep(0.4)  # the agent stalls
+    interface = env.unwrapped.interface
+    assert env.unwrapped.stalls == 1
+    assert interface.sent[-1].tolist() == [0.0, 0.0]
+    with pytest.warns(UserWarning, match='timed out'):
+        env.step(action)
+        env.step(action)
+        time.sleep(T)
+    assert interface.sent[-1].tolist() == pytest.approx([0.7, 0.7])
+
+
+def test_no_watchdog_by_default_like_rtgym(make_env):
+    env = make_env()
+    env.reset()
+    env.step(np.array([0.7, 0.7], np.float32))
+    time.sleep(0.3)
+    assert env.unwrapped.interface.sent[-1].tolist() == pytest.approx([0.7, 0.7])
