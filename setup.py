@@ -30,6 +30,7 @@ setup(
     entry_points={
         'console_scripts': [
             'timing_demo = rtgym_ros.nodes.timing_demo:main',
+            'sim_robot = rtgym_ros.nodes.sim_robot:main',
         ],
     },
 )
