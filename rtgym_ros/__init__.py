@@ -3,6 +3,7 @@
 Importing the package registers the env ids:
 
 - ``rtgym_ros/real-time-gym-v1``: any :class:`RealTimeGymInterface`, rtgym-style config dict.
+- ``rtgym_ros/ros-v1``: a robot described by a ROS 2 params file (``robot_config=PATH``).
 """
 
 import atexit
@@ -18,6 +19,7 @@ __version__ = '0.1.0'
 
 register(id='rtgym_ros/real-time-gym-v1', entry_point='rtgym_ros.env:RealTimeEnv',
          nondeterministic=True)
+register(id='rtgym_ros/ros-v1', entry_point='rtgym_ros.ros_env:RosEnv', nondeterministic=True)
 
 # Close leftover envs before the interpreter tears rclpy down under their executor threads.
 atexit.register(close_all)

@@ -62,11 +62,14 @@ class RealTimeEnv(gymnasium.Env):
         self._captured: tuple | None = None
         self._ts_running = False
         self.stalls = 0
+        self.timeouts = 0
+        """How many time-steps timed out (each also a warning, as in rtgym)."""
         """How often the watchdog sent the default action because step() came too late."""
 
         self._runtime = RosRuntime(node_name=cfg.node_name, namespace=cfg.namespace,
                                    use_sim_time=cfg.use_sim_time, domain_id=cfg.domain_id)
         self._closed = False
+        self._runtime.on_failure = self._send_safe_action
         _live_envs.add(self)
         gil.acquire(self, cfg.gil_switch_interval)
         try:
@@ -85,7 +88,10 @@ class RealTimeEnv(gymnasium.Env):
         cfg = self.config
         node = self._runtime.node
         interface = cfg.interface(*cfg.interface_args, **cfg.interface_kwargs)
-        interface.bind_node(node)
+        if getattr(interface, 'wants_io_node', False):
+            interface.bind_node(node, io_node=self._runtime.io_node)
+        else:
+            interface.bind_node(node)
         self.default_action = interface.get_default_action()
         self.interface_action_space = interface.get_action_space()
         self.interface_observation_space = interface.get_observation_space()
@@ -115,6 +121,7 @@ class RealTimeEnv(gymnasium.Env):
 
     def _on_step_start(self, outcome: StepOutcome) -> None:
         if outcome.start is StepStart.TIMED_OUT:
+            self.timeouts += 1
             message = ('Time-step timed out. Elapsed since last time-step: '
                        f'{outcome.late_by}')
             warnings.warn(message)

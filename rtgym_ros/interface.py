@@ -17,10 +17,15 @@ from rclpy.node import Node
 class RealTimeGymInterface:
     """Implement this for your robot, then put the class under ``config['interface']``."""
 
-    def bind_node(self, node: Node) -> None:
+    wants_io_node = False
+    """Set True to get ``io_node`` in :meth:`bind_node` (see :mod:`rtgym_ros.runtime`)."""
+
+    def bind_node(self, node: Node, io_node: Node | None = None) -> None:
         """Receive the env's node (called once, first, on the executor thread).
 
         Use ``node.get_clock()`` for time: it follows ``/clock`` under ``use_sim_time``.
+        ``io_node`` (when ``wants_io_node``) is spun by its own thread: subscriptions and
+        service clients made on it deliver while the executor thread waits for them.
         """
 
     def send_control(self, control: Any) -> None:

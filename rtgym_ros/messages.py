@@ -649,6 +649,7 @@ def compile_writer(
     time_from_start: float = 0.0,
     length: int | None = None,
     frame_id: str | None = None,
+    size: int | None = None,
 ) -> FieldWriter:
     """
     Check a writer config against the message type and return the writer it describes.
@@ -661,6 +662,8 @@ def compile_writer(
     :param time_from_start: JointTrajectory only: seconds from the stamp to reach the point.
     :param length: length of every sequence field (e.g. Float64MultiArray 'data').
     :param frame_id: header.frame_id of every message (types with a header only).
+    :param size: total number of values (e.g. from the config's bounds): sequence fields take
+        what the fixed-size fields leave, as ``shape`` does for readers.
     """
     type_name = _check_message_class(msg_type, key=key)
     names = _check_joint_names(joint_names, key=key)
@@ -685,7 +688,8 @@ def compile_writer(
             raise ValueError(
                 f'{key}: expected float or double fields to write, got {leaf.path!r} of type '
                 f'{leaf.typename}')
-    seq_length = _sequence_length(leaves, key=key, length=length, joint_names=names, shape=None)
+    seq_length = _sequence_length(leaves, key=key, length=length, joint_names=names,
+                                  shape=None if size is None else (size,))
     scalars, arrays, size = [], [], 0
     for leaf in leaves:
         parent_path, _, attribute = leaf.path.rpartition('.')

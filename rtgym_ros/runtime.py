@@ -49,6 +49,8 @@ class RosRuntime:
             self.context.try_shutdown()
             raise
         self.failure: BaseException | None = None
+        self.on_failure: Callable[[], None] | None = None
+        """Called on the dying executor thread if a callback raised (put the robot safe)."""
         self._closed = False
         self._node_args = (node_name, namespace, overrides)
         self._io: tuple[Node, SingleThreadedExecutor, threading.Thread] | None = None
@@ -150,6 +152,8 @@ class RosRuntime:
             self.failure = error
             try:
                 self.node.get_logger().error(f'executor thread stopped: {error!r}')
+                if self.on_failure is not None:
+                    self.on_failure()
             except Exception:
                 pass
 

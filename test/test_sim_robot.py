@@ -124,7 +124,7 @@ class SimProcess:
     """One sim_robot process in a namespace of its own; its output goes to a file."""
 
     def __init__(self, log_dir: Path, *params: str,
-                 config: str = 'config/sim_pendulum.yaml') -> None:
+                 config: str = 'config/sim_robot_pendulum.yaml') -> None:
         self.ns = f'/sim_test_{os.getpid()}_{next(_names)}'
         self.log_path = log_dir / f'{self.ns.strip("/")}.log'
         command = [sys.executable, '-m', 'rtgym_ros.nodes.sim_robot', '--ros-args',
@@ -445,7 +445,7 @@ def faulty_cartpole(probe, log_dir):
     sim = SimProcess(log_dir, f'initial_state:=[0.0, 0.0, {HANGING!r}, 0.0]',
                      'sensor_rate:=100.0', 'sensor_latency:=0.15', 'sensor_jitter:=0.05',
                      'sensor_dropout:=0.5', 'sensor_noise:=0.01', 'command_latency:=0.2',
-                     'command_timeout:=0.0', config='config/sim_cartpole.yaml')
+                     'command_timeout:=0.0', config='config/sim_robot_cartpole.yaml')
     robot = Robot(probe, sim, 'cartpole')
     yield robot
     robot.close()

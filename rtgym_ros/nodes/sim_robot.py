@@ -18,7 +18,7 @@ Two time bases:
   as possible). Time starts at 0; pause freezes it. Stamps, latencies and the command timeout
   are all in sim time, so a faster-than-real-time sim stays consistent.
 
-Run it as ``sim_robot --ros-args --params-file config/sim_pendulum.yaml`` or
+Run it as ``sim_robot --ros-args --params-file config/sim_robot_pendulum.yaml`` or
 ``python -m rtgym_ros.nodes.sim_robot --ros-args ...``.
 """
 

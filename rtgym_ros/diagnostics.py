@@ -1,0 +1,38 @@
+"""Timing figures and slot ages on ``/diagnostics``, so ``rqt_runtime_monitor`` shows them."""
+
+from typing import Callable
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.node import Node
+
+OK = DiagnosticStatus.OK
+WARN = DiagnosticStatus.WARN
+
+
+class DiagnosticsPublisher:
+    """Publish ``collect()`` — ``(level, message, {key: value})`` — every ``period`` seconds."""
+
+    def __init__(self, node: Node, *, name: str, period: float,
+                 collect: Callable[[], tuple[bytes, str, dict[str, object]]]) -> None:
+        self._node = node
+        self._name = name
+        self._collect = collect
+        self._publisher = node.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self._timer = node.create_timer(period, self._publish)
+
+    def _publish(self) -> None:
+        try:
+            level, message, values = self._collect()
+        except Exception as error:  # diagnostics must never take the executor down
+            level, message, values = WARN, f'diagnostics failed: {error!r}', {}
+        status = DiagnosticStatus(
+            level=level, name=self._name, message=message,
+            hardware_id=self._node.get_fully_qualified_name(),
+            values=[KeyValue(key=str(k), value=str(v)) for k, v in values.items()])
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self._node.get_clock().now().to_msg()
+        self._publisher.publish(array)
+
+    def destroy(self) -> None:
+        self._node.destroy_timer(self._timer)
+        self._node.destroy_publisher(self._publisher)

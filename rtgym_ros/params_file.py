@@ -1,0 +1,87 @@
+"""Read a ROS 2 parameters file (``<node>: ros__parameters: ...``) as one nested dict.
+
+The same YAML serves ``ros2 launch``, ``--ros-args --params-file`` and ``gym.make(...,
+robot_config=FILE)``. Parameters may be nested mappings or dotted names
+(``actions.torque.topic``), as rcl accepts both; they are merged into one nested dict.
+Loading is ``yaml.safe_load``: a config can name data, never code to run.
+"""
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+WILDCARD = '/**'
+
+
+def load_params_file(path: str | Path, *, node_name: str | None = None) -> dict[str, Any]:
+    """Parameters that apply to ``node_name`` (``/**`` first, the node's own entry wins)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise FileNotFoundError(f'robot_config: cannot read {path}: {error.strerror}') from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ValueError(f'robot_config: {path} is not valid YAML: {error}') from None
+    return params_for_node(document, node_name=node_name, source=str(path))
+
+
+def params_for_node(document: Any, *, node_name: str | None = None,
+                    source: str = 'robot_config') -> dict[str, Any]:
+    """Pick and merge the ``ros__parameters`` blocks of a parsed params file."""
+    if not isinstance(document, dict) or not document:
+        raise ValueError(f'{source}: expected a mapping of node names to '
+                         f"'ros__parameters', got {type(document).__name__}")
+    blocks = []
+    for name, entry in document.items():
+        if not isinstance(entry, dict) or 'ros__parameters' not in entry:
+            raise ValueError(f"{source}: entry {name!r} has no 'ros__parameters' mapping")
+        if _applies(str(name), node_name, single=len(document) == 1):
+            parameters = entry['ros__parameters']
+            if not isinstance(parameters, dict):
+                raise ValueError(f'{source}: {name}.ros__parameters must be a mapping, '
+                                 f'got {type(parameters).__name__}')
+            blocks.append((str(name) != WILDCARD, parameters))
+    if not blocks:
+        raise ValueError(f'{source}: no entry for node {node_name!r} nor {WILDCARD!r}; '
+                         f'entries: {sorted(map(str, document))}')
+    merged: dict[str, Any] = {}
+    for _, parameters in sorted(blocks, key=lambda block: block[0]):  # '/**' first
+        _merge(merged, unflatten(parameters))
+    return merged
+
+
+def _applies(entry_name: str, node_name: str | None, *, single: bool) -> bool:
+    if entry_name == WILDCARD or single and node_name is None:
+        return True
+    if node_name is None:
+        return False
+    return entry_name.lstrip('/').split('/')[-1] == node_name.lstrip('/').split('/')[-1]
+
+
+def unflatten(parameters: dict[str, Any]) -> dict[str, Any]:
+    """``{'a.b': 1, 'a': {'c': 2}}`` -> ``{'a': {'b': 1, 'c': 2}}``."""
+    nested: dict[str, Any] = {}
+    for name, value in parameters.items():
+        parts = str(name).split('.')
+        node = nested
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f'parameter {name!r} nests under a key that holds a value')
+        leaf = unflatten(value) if isinstance(value, dict) else value
+        if isinstance(leaf, dict) and isinstance(node.get(parts[-1]), dict):
+            _merge(node[parts[-1]], leaf)
+        else:
+            node[parts[-1]] = leaf
+    return nested
+
+
+def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:
+    for name, value in new.items():
+        if isinstance(value, dict) and isinstance(into.get(name), dict):
+            _merge(into[name], value)
+        else:
+            into[name] = value

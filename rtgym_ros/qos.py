@@ -1,0 +1,57 @@
+"""QoS profiles from config: a preset name, or a preset with overrides."""
+
+from typing import Any
+
+from rclpy.qos import (DurabilityPolicy, HistoryPolicy, qos_profile_sensor_data,
+                       qos_profile_system_default, QoSProfile, ReliabilityPolicy)
+
+PRESETS = ('sensor_data', 'reliable', 'best_effort', 'system_default')
+_DURABILITY = {'volatile': DurabilityPolicy.VOLATILE,
+               'transient_local': DurabilityPolicy.TRANSIENT_LOCAL}
+
+
+def qos_from_config(value: Any, *, key: str, default: str) -> QoSProfile:
+    """``'reliable'`` or ``{preset: reliable, depth: 5, durability: transient_local}``.
+
+    ``sensor_data`` (best effort, depth 5) suits sensor subscriptions: it matches reliable and
+    best-effort publishers alike. ``reliable`` (depth 10) suits commands.
+    """
+    options = {'preset': default} if value is None else value
+    if isinstance(options, str):
+        options = {'preset': options}
+    if not isinstance(options, dict):
+        raise ValueError(f'{key} must be a preset name or a mapping, got {value!r}')
+    unknown = sorted(set(options) - {'preset', 'depth', 'durability'})
+    if unknown:
+        raise ValueError(f'{key} has unknown keys {unknown}; expected preset, depth, durability')
+    preset = options.get('preset', default)
+    if preset not in PRESETS:
+        raise ValueError(f'{key}.preset must be one of {", ".join(PRESETS)}, got {preset!r}')
+    profile = _preset(preset)
+    if 'depth' in options:
+        depth = options['depth']
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ValueError(f'{key}.depth must be an integer >= 1, got {depth!r}')
+        profile.history = HistoryPolicy.KEEP_LAST
+        profile.depth = depth
+    if 'durability' in options:
+        durability = options['durability']
+        if durability not in _DURABILITY:
+            raise ValueError(f'{key}.durability must be one of {", ".join(_DURABILITY)}, '
+                             f'got {durability!r}')
+        profile.durability = _DURABILITY[durability]
+    return profile
+
+
+def _preset(name: str) -> QoSProfile:
+    if name == 'sensor_data':
+        base = qos_profile_sensor_data
+    elif name == 'system_default':
+        base = qos_profile_system_default
+    else:
+        reliability = (ReliabilityPolicy.RELIABLE if name == 'reliable'
+                       else ReliabilityPolicy.BEST_EFFORT)
+        return QoSProfile(depth=10, history=HistoryPolicy.KEEP_LAST, reliability=reliability,
+                          durability=DurabilityPolicy.VOLATILE)
+    return QoSProfile(history=base.history, depth=base.depth, reliability=base.reliability,
+                      durability=base.durability)

@@ -1,0 +1,234 @@
+"""``RosInterface``: a RealTimeGymInterface made from a robot config, topics in and out.
+
+Actions are published on the executor thread when a time-step starts, stamped with the node
+clock. Sensor subscriptions live on the io node, whose thread only stores messages in slots, so
+the capture (executor thread) may wait, bounded, for fresh data. Observation order is the
+config's; the env turns it into a Dict (or keeps rtgym's Tuple).
+"""
+
+import threading
+from typing import Any
+
+import gymnasium.spaces as spaces
+import numpy as np
+from rclpy.node import Node
+
+from rtgym_ros.interface import RealTimeGymInterface
+from rtgym_ros.robot_config import RobotSpec, ServiceSpec, SignalSpec
+from rtgym_ros.slots import LatestValue, Slot
+
+
+class RosInterface(RealTimeGymInterface):
+    """Publishes action groups, fills observation slots, calls reset/pause services."""
+
+    wants_io_node = True
+
+    def __init__(self, spec: RobotSpec) -> None:
+        self.spec = spec
+        self._node: Node | None = None
+        self.last_action = spec.default_action.astype(np.float32)
+        self.last_action_time = -np.inf
+        self.slots: list[Slot] = []
+        self._publishers: list = []
+        self._signals: dict[str, LatestValue] = {}
+        self._clients: dict[int, Any] = {}
+        self.paused = False
+        self.stale_counts = {slot.name: 0 for slot in spec.observations}
+
+    # -- wiring -------------------------------------------------------------------------------
+
+    def bind_node(self, node: Node, io_node: Node | None = None) -> None:
+        self._node = node
+        self._io_node = io_node or node
+        self._clock = node.get_clock()
+        self._publishers = [node.create_publisher(group.writer.msg_type, group.topic, group.qos)
+                            for group in self.spec.actions]
+        for slot_spec in self.spec.observations:
+            slot = Slot(slot_spec.name, slot_spec.reader, now=self.now,
+                        use_header_stamp=slot_spec.use_header_stamp)
+            self._io_node.create_subscription(slot_spec.reader.msg_type, slot_spec.topic,
+                                              slot.store, slot_spec.qos)
+            self.slots.append(slot)
+        for name in ('reward', 'termination'):
+            signal: SignalSpec | None = getattr(self.spec, name)
+            if signal is not None and signal.topic is not None:
+                value = LatestValue(signal.reader)
+                self._io_node.create_subscription(signal.reader.msg_type, signal.topic,
+                                                  value.store, signal.qos)
+                self._signals[name] = value
+        for service in (self.spec.reset, self.spec.pause, self.spec.unpause):
+            if service is not None and service.service is not None \
+                    and id(service) not in self._clients:
+                self._clients[id(service)] = self._io_node.create_client(
+                    service.service_type, service.service)
+
+    def now(self) -> float:
+        return self._clock.now().nanoseconds * 1e-9
+
+    @property
+    def logger(self):
+        return self._node.get_logger()
+
+    # -- spaces -------------------------------------------------------------------------------
+
+    def get_observation_space(self) -> spaces.Tuple:
+        return spaces.Tuple(tuple(slot.space for slot in self.spec.observations))
+
+    def get_action_space(self) -> spaces.Box:
+        return spaces.Box(self.spec.action_low.astype(np.float32),
+                          self.spec.action_high.astype(np.float32), dtype=np.float32)
+
+    def get_default_action(self) -> np.ndarray:
+        return self.spec.default_action.astype(np.float32)
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def send_control(self, control: Any) -> None:
+        """Publish each action group; anything non-finite is replaced by the safe default."""
+        if control is None:
+            return
+        values = np.asarray(control, dtype=np.float64).reshape(-1)
+        default = self.spec.default_action
+        if values.shape != default.shape or not np.all(np.isfinite(values)):
+            self.logger.warning(f'refusing to publish action {values.tolist()} (expected '
+                                f'{default.size} finite values): publishing the default')
+            values = default
+        stamp = self._clock.now().to_msg()
+        start = 0
+        for group, publisher in zip(self.spec.actions, self._publishers):
+            publisher.publish(group.writer.build(values[start:start + group.size],
+                                                 stamp=stamp))
+            start += group.size
+        self.last_action = values.astype(np.float32)
+        self.last_action_time = self.now()
+
+    # -- observations -------------------------------------------------------------------------
+
+    def get_obs_rew_terminated_info(self) -> tuple[list, float, bool, dict]:
+        self._wait_for_fresh_messages()
+        info = self._freshness_info()
+        obs = self._read_slots(info)
+        named = {slot.name: value for slot, value in zip(self.slots, obs)}
+        reward = self._signal_value('reward', named, info)
+        terminated = bool(self._signal_value('termination', named, info))
+        return obs, float(reward), terminated, info
+
+    def _wait_for_fresh_messages(self) -> None:
+        """Bounded waits: 'newer than the action' for every slot, 'wait' policy when stale."""
+        options = self.spec.options
+        if options['newer_than_action']:
+            bound = options['newer_than_action_timeout']
+            for slot in self.slots:
+                slot.wait_newer_than(self.last_action_time,
+                                     timeout=0.05 if bound is None else bound)
+        now = self.now()
+        for slot, slot_spec in zip(self.slots, self.spec.observations):
+            if slot_spec.on_stale == 'wait' and slot_spec.max_age is not None \
+                    and slot.age(now) > slot_spec.max_age:
+                slot.wait_newer_than(now - slot_spec.max_age, timeout=slot_spec.wait_timeout)
+
+    def _freshness_info(self) -> dict:
+        """Ages of every slot and the names of stale ones; apply the warn/error policies."""
+        now = self.now()
+        ages = {slot.name: slot.age(now) for slot in self.slots}
+        stale = []
+        for slot_spec in self.spec.observations:
+            age = ages[slot_spec.name]
+            limit = np.inf if slot_spec.max_age is None else slot_spec.max_age
+            if age <= limit:
+                continue
+            stale.append(slot_spec.name)
+            self.stale_counts[slot_spec.name] += 1
+            message = (f'observations.{slot_spec.name} ({slot_spec.topic}) is stale: '
+                       f'age {age:.3f} s > max_age {slot_spec.max_age} s')
+            if slot_spec.on_stale == 'error':
+                raise RuntimeError(message)
+            if slot_spec.on_stale in ('warn', 'wait'):
+                self.logger.warning(message, throttle_duration_sec=1.0)
+        info = {'obs_ages': ages, 'stale': stale}
+        if self.spec.options['newer_than_action']:
+            info['newer_than_action'] = {slot.name: slot.stamp > self.last_action_time
+                                         for slot in self.slots}
+        return info
+
+    def _read_slots(self, info: dict) -> list[np.ndarray]:
+        """Convert each slot; a slot that never received a message reads as zeros."""
+        obs = []
+        missing = []
+        for slot, slot_spec in zip(self.slots, self.spec.observations):
+            if slot.message is None:
+                missing.append(slot.name)
+                obs.append(np.zeros(slot_spec.space.shape, slot_spec.space.dtype))
+            else:
+                obs.append(slot.read())
+        if missing:
+            info['missing'] = missing
+        return obs
+
+    def _signal_value(self, name: str, obs: dict, info: dict) -> Any:
+        signal: SignalSpec | None = getattr(self.spec, name)
+        if signal is None:
+            return False
+        if signal.function is not None:
+            return signal.function(obs, self.last_action, info)
+        if signal.topic is not None:
+            value = self._signals[name].value
+            return signal.constant if value is None else value
+        return signal.constant
+
+    # -- episodes -----------------------------------------------------------------------------
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[list, dict]:
+        """Unpause, reset (service or function), then wait for messages from after that."""
+        if self.paused and self.spec.unpause is not None:
+            self._call(self.spec.unpause, key='unpause')
+        self.paused = False
+        since = self.now()
+        if self.spec.reset is not None:
+            self._call(self.spec.reset, key='reset', seed=seed, options=options)
+            since = self.now()
+        else:
+            since = -np.inf  # no reset: any message is a valid first observation
+        self._wait_for_first_messages(since)
+        info = self._freshness_info()
+        return self._read_slots(info), info
+
+    def _wait_for_first_messages(self, since: float) -> None:
+        timeout = self.spec.options['reset_timeout']
+        silent = [slot for slot in self.slots
+                  if not slot.wait_newer_than(since, timeout=timeout)]
+        if silent:
+            topics = ', '.join(spec.topic for slot, spec in zip(self.slots, self.spec.observations)
+                               if slot in silent)
+            raise TimeoutError(f'reset: no message on {topics} within reset_timeout '
+                               f'{timeout} s; is the robot (or simulator) running?')
+
+    def wait(self) -> None:
+        """rtgym's pause: stop the robot, then pause the simulator if a service is given."""
+        self.send_control(self.spec.default_action)
+        if self.spec.pause is not None:
+            self._call(self.spec.pause, key='pause')
+            self.paused = True
+
+    def _call(self, service: ServiceSpec, *, key: str, **kwargs: Any) -> None:
+        if service.function is not None:
+            service.function(self._node, **kwargs)
+            return
+        client = self._clients[id(service)]
+        if not client.wait_for_service(timeout_sec=service.timeout):
+            raise TimeoutError(f'{key}: service {service.service} is not available '
+                               f'(waited {service.timeout} s)')
+        request = service.service_type.Request()
+        if service.data is not None:
+            request.data = service.data
+        done = threading.Event()
+        future = client.call_async(request)
+        future.add_done_callback(lambda _: done.set())
+        if not done.wait(service.timeout):
+            client.remove_pending_request(future)
+            raise TimeoutError(f'{key}: service {service.service} did not answer within '
+                               f'{service.timeout} s')
+        response = future.result()
+        if hasattr(response, 'success') and not response.success:
+            raise RuntimeError(f'{key}: service {service.service} failed: '
+                               f'{getattr(response, "message", "")!r}')
