@@ -21,6 +21,8 @@ setup(
     extras_require={
         'test': ['pytest', 'rtgym==0.16'],
         'bench': ['rtgym==0.16'],
+        'plot': ['matplotlib'],
+        'train': ['stable-baselines3>=2.3', 'torch==2.13.0', 'tqdm', 'rich'],
     },
     zip_safe=True,
     maintainer='rtgym_ros developers',
@@ -31,6 +33,7 @@ setup(
         'console_scripts': [
             'timing_demo = rtgym_ros.nodes.timing_demo:main',
             'sim_robot = rtgym_ros.nodes.sim_robot:main',
+            'agent = rtgym_ros.nodes.agent:main',
         ],
     },
 )

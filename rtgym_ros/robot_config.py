@@ -40,6 +40,8 @@ ROBOT_DEFAULTS: dict[str, Any] = {
 }
 _ROBOT_KEYS = ('actions', 'observations', 'reward', 'termination', 'reset', 'pause',
                'unpause', *ROBOT_DEFAULTS)
+# Read by the agent node (rtgym_ros.nodes.agent) from the same file; the env ignores them.
+AGENT_KEYS = ('policy', 'episodes', 'seed', 'timing_csv', 'timing_plot', 'progress')
 
 
 @dataclass
@@ -132,6 +134,7 @@ def load_robot_config(path: str | Path | None = None, *, node_name: str | None =
 
 def split_and_check(params: dict[str, Any]) -> tuple[dict[str, Any], RobotSpec]:
     """Separate env keys from the robot mapping and validate the latter."""
+    params = {k: v for k, v in params.items() if k not in AGENT_KEYS}
     unknown = sorted(set(params) - set(ENV_KEYS) - set(_ROBOT_KEYS))
     if unknown:
         raise ValueError(f'unknown config keys {unknown}; expected env keys '
@@ -139,6 +142,9 @@ def split_and_check(params: dict[str, Any]) -> tuple[dict[str, Any], RobotSpec]:
     env_config = {k: v for k, v in params.items() if k in ENV_KEYS}
     options = {**ROBOT_DEFAULTS, **{k: params[k] for k in ROBOT_DEFAULTS if k in params}}
     env_config['watchdog_timeout'] = options.pop('watchdog_timeout')
+    # Between episodes a robot is stopped (and a simulator paused): wait() on done, so the
+    # reset that follows restarts the clock instead of reporting a time-out.
+    env_config.setdefault('wait_on_done', True)
     _check_choice(options['action_policy'], ACTION_POLICIES, key='action_policy')
     _check_choice(options['observation_layout'], LAYOUTS, key='observation_layout')
     for key in ('reset_timeout', 'diagnostics_period'):

@@ -26,9 +26,9 @@ class RosEnv(RealTimeEnv):
 
     def __init__(self, robot_config: str | Path | None = None, *,
                  node_name: str | None = None, **overrides: Any) -> None:
-        if node_name is not None:
-            overrides['node_name'] = node_name
         env_config, spec = load_robot_config(robot_config, node_name=node_name, **overrides)
+        if node_name is not None:
+            env_config['node_name'] = node_name
         self.robot = spec
         self.rejected_actions = 0
         self.replaced_actions = 0

@@ -145,7 +145,8 @@ class RosInterface(RealTimeGymInterface):
                 raise RuntimeError(message)
             if slot_spec.on_stale in ('warn', 'wait'):
                 self.logger.warning(message, throttle_duration_sec=1.0)
-        info = {'obs_ages': ages, 'stale': stale}
+        info = {'obs_ages': ages, 'stale': stale, 'capture_time': now,
+                'action_time': self.last_action_time}
         if self.spec.options['newer_than_action']:
             info['newer_than_action'] = {slot.name: slot.stamp > self.last_action_time
                                          for slot in self.slots}

@@ -1,0 +1,184 @@
+"""The agent node: run episodes of ``rtgym_ros/ros-v1`` on a robot config with a policy.
+
+``agent --ros-args --params-file config/pendulum_sim.yaml -p policy:=pendulum_swingup``. The
+params file is the robot config; the agent's own parameters (``policy``, ``episodes``,
+``seed``, ``timing_csv``, ``timing_plot``, ``progress``) may sit in the same file. Prints one
+line per episode and a summary table; Ctrl-C or SIGTERM stops the robot (default action) and
+exits cleanly.
+"""
+
+import csv
+from dataclasses import dataclass, field
+import signal
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from rtgym_ros.policies import make_policy
+from rtgym_ros.ros_args import read_node_parameters
+from rtgym_ros.ros_env import RosEnv
+
+AGENT_DEFAULTS = {'policy': 'zero', 'episodes': 3, 'seed': 0, 'timing_csv': '',
+                  'timing_plot': '', 'progress': True}
+
+
+@dataclass
+class EpisodeRecord:
+    """What one episode did, step by step (node-clock times)."""
+
+    index: int
+    rewards: list[float] = field(default_factory=list)
+    capture_times: list[float] = field(default_factory=list)
+    obs_ages: list[float] = field(default_factory=list)
+    stale_steps: int = 0
+    timeouts: int = 0
+    wall_time: float = 0.0
+
+    @property
+    def ret(self) -> float:
+        return float(np.sum(self.rewards))
+
+    def spacing_errors(self, period: float) -> np.ndarray:
+        """|capture spacing - T| in seconds (the first step after reset excluded)."""
+        return np.abs(np.diff(self.capture_times) - period)
+
+
+def run_episode(env: Any, policy: Any, index: int, *, seed: int | None) -> EpisodeRecord:
+    record = EpisodeRecord(index)
+    timeouts_before = env.unwrapped.timeouts
+    if hasattr(policy, 'reset'):
+        policy.reset()
+    started = time.perf_counter()
+    obs, _ = env.reset(seed=seed)
+    done = False
+    while not done:
+        obs, reward, terminated, truncated, info = env.step(policy(obs))
+        done = terminated or truncated
+        record.rewards.append(float(reward))
+        record.capture_times.append(info.get('capture_time', np.nan))
+        ages = info.get('obs_ages', {})
+        record.obs_ages.append(max(ages.values()) if ages else np.nan)
+        record.stale_steps += bool(info.get('stale'))
+    record.wall_time = time.perf_counter() - started
+    record.timeouts = env.unwrapped.timeouts - timeouts_before
+    return record
+
+
+def episode_line(record: EpisodeRecord, period: float) -> str:
+    errors = record.spacing_errors(period) * 1e3
+    p99 = np.percentile(errors, 99) if errors.size else np.nan
+    return (f'episode {record.index:3d} | steps {len(record.rewards):5d} | '
+            f'return {record.ret:10.2f} | step error p99 {p99:6.3f} ms | '
+            f'time-outs {record.timeouts:3d} | stale {record.stale_steps:4d} | '
+            f'{record.wall_time:6.1f} s')
+
+
+def summary_table(records: list[EpisodeRecord], period: float) -> str:
+    errors = np.concatenate([r.spacing_errors(period) for r in records]) * 1e3
+    returns = np.array([r.ret for r in records])
+    rows = [
+        ('episodes', f'{len(records)}'),
+        ('return mean / min / max', f'{returns.mean():.2f} / {returns.min():.2f} / '
+                                    f'{returns.max():.2f}'),
+        ('steps', f'{sum(len(r.rewards) for r in records)}'),
+        ('capture spacing error p50 / p99 / max (ms)',
+         f'{np.percentile(errors, 50):.3f} / {np.percentile(errors, 99):.3f} / '
+         f'{errors.max():.3f}' if errors.size else '-'),
+        ('time-outs', f'{sum(r.timeouts for r in records)}'),
+        ('steps with stale observations', f'{sum(r.stale_steps for r in records)}'),
+        ('max observation age (ms)',
+         f'{np.nanmax(np.concatenate([r.obs_ages for r in records])) * 1e3:.1f}'),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return '\n'.join(f'{name:<{width}} | {value}' for name, value in rows)
+
+
+def write_csv(path: str, records: list[EpisodeRecord], period: float) -> None:
+    with open(path, 'w', newline='') as handle:
+        writer = csv.writer(handle)
+        writer.writerow(['episode', 'step', 'capture_time_s', 'nominal_time_s',
+                         'spacing_error_ms', 'obs_age_ms', 'reward'])
+        for record in records:
+            start = record.capture_times[0] if record.capture_times else 0.0
+            previous = None
+            for step, (capture, age, reward) in enumerate(
+                    zip(record.capture_times, record.obs_ages, record.rewards)):
+                error = '' if previous is None else f'{(capture - previous - period) * 1e3:.4f}'
+                writer.writerow([record.index, step, f'{capture:.6f}',
+                                 f'{start + step * period:.6f}', error,
+                                 f'{age * 1e3:.3f}', f'{reward:.6f}'])
+                previous = capture
+
+
+def write_plot(path: str, records: list[EpisodeRecord], period: float) -> None:
+    """Nominal vs actual capture instants, spacing error and observation age (PNG)."""
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("timing_plot needs matplotlib: pip install 'rtgym_ros[plot]'")
+    record = records[-1]
+    captures = np.asarray(record.capture_times)
+    steps = np.arange(len(captures))
+    nominal = captures[0] + steps * period
+    figure, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
+    axes[0].plot(steps, (captures - nominal) * 1e3, '.', markersize=3)
+    axes[0].set_ylabel('capture - nominal (ms)')
+    axes[1].plot(steps[1:], (np.diff(captures) - period) * 1e3, '.', markersize=3)
+    axes[1].set_ylabel('spacing error (ms)')
+    axes[2].plot(steps, np.asarray(record.obs_ages) * 1e3, '.', markersize=3)
+    axes[2].set_ylabel('observation age (ms)')
+    axes[2].set_xlabel(f'step (episode {record.index}, T = {period * 1e3:g} ms)')
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+def main(args: list[str] | None = None) -> int:
+    args = sys.argv if args is None else args
+    given = read_node_parameters(args, default_node_name='agent')
+    parameters = dict(given.parameters)
+    options = {key: parameters.pop(key, default) for key, default in AGENT_DEFAULTS.items()}
+    _raise_on_sigterm()
+    try:
+        env = RosEnv(node_name=given.node_name, namespace=given.namespace, **parameters)
+    except (ValueError, TypeError, FileNotFoundError) as error:
+        print(f'agent: invalid robot config: {error}', file=sys.stderr)
+        return 2
+    records: list[EpisodeRecord] = []
+    period = env.time_step_duration
+    try:
+        policy = make_policy(str(options['policy']), env, seed=int(options['seed']))
+        print(f"agent: policy {options['policy']}, {options['episodes']} episode(s) at "
+              f'{1 / period:g} Hz on {given.namespace.rstrip("/")}/{given.node_name}',
+              flush=True)
+        for index in range(int(options['episodes'])):
+            record = run_episode(env, policy, index, seed=int(options['seed']) + index)
+            records.append(record)
+            if options['progress']:
+                print(episode_line(record, period), flush=True)
+    except KeyboardInterrupt:
+        print('agent: interrupted, stopping the robot', file=sys.stderr)
+    finally:
+        env.close()
+    if records:
+        print('\n' + summary_table(records, period))
+        if options['timing_csv']:
+            write_csv(options['timing_csv'], records, period)
+        if options['timing_plot']:
+            write_plot(options['timing_plot'], records, period)
+    return 0
+
+
+def _raise_on_sigterm() -> None:
+    """SIGTERM (ros2 launch, systemd) ends the run like Ctrl-C: robot stopped, clean exit."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
