@@ -71,12 +71,24 @@ def unflatten(parameters: dict[str, Any]) -> dict[str, Any]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ValueError(f'parameter {name!r} nests under a key that holds a value')
-        leaf = unflatten(value) if isinstance(value, dict) else value
+        leaf = unflatten(value) if isinstance(value, dict) else _check_list(name, value)
         if isinstance(leaf, dict) and isinstance(node.get(parts[-1]), dict):
             _merge(node[parts[-1]], leaf)
         else:
             node[parts[-1]] = leaf
     return nested
+
+
+def _check_list(name: str, value: Any) -> Any:
+    """rcl refuses lists that mix types ([-10, 2.5]); refuse them here too, with the fix."""
+    if isinstance(value, list):
+        kinds = {type(item).__name__ for item in value}
+        if len(kinds) > 1:
+            hint = ' (write every number with a decimal point)' if kinds == {'int', 'float'} \
+                else ''
+            raise ValueError(f'parameter {name!r}: a list must hold one type for rcl and '
+                             f'ros2 launch, got {sorted(kinds)}{hint}')
+    return value
 
 
 def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:

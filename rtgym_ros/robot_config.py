@@ -55,6 +55,8 @@ class ActionGroup:
     high: np.ndarray
     default: np.ndarray
     qos: QoSProfile
+    stamped: bool = True
+    """False: header.stamp stays zero ('execute on receipt' for trajectory controllers)."""
 
     @property
     def size(self) -> int:
@@ -197,7 +199,7 @@ def _groups(params: dict, key: str, build: Callable) -> list:
 
 
 _ACTION_KEYS = ('topic', 'type', 'field', 'fields', 'joint_names', 'low', 'high', 'default',
-                'qos', 'time_from_start', 'frame_id')
+                'qos', 'time_from_start', 'frame_id', 'stamp')
 
 
 def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
@@ -219,8 +221,10 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
     _check_bounds(low, high, key=key)
     if np.any(default < low) or np.any(default > high):
         raise ValueError(f'{key}.default must lie within low and high, got {default.tolist()}')
+    stamp = entry.get('stamp', 'now')
+    _check_choice(stamp, ('now', 'zero'), key=f'{key}.stamp')
     return ActionGroup(name=name, topic=_topic(entry, key=key), writer=writer, low=low,
-                       high=high, default=default,
+                       high=high, default=default, stamped=stamp == 'now',
                        qos=qos_from_config(entry.get('qos'), key=f'{key}.qos',
                                            default='reliable'))
 

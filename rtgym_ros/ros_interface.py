@@ -97,7 +97,7 @@ class RosInterface(RealTimeGymInterface):
         start = 0
         for group, publisher in zip(self.spec.actions, self._publishers):
             publisher.publish(group.writer.build(values[start:start + group.size],
-                                                 stamp=stamp))
+                                                 stamp=stamp if group.stamped else None))
             start += group.size
         self.last_action = values.astype(np.float32)
         self.last_action_time = self.now()
