@@ -1,105 +1,23 @@
 """The sim_robot node as a real process, driven over real DDS from a private context."""
 
-import itertools
 import math
-import os
-from pathlib import Path
 import signal
 import subprocess
-import sys
 import threading
 import time
-from typing import Callable, List, Optional
+from typing import List, Optional
 
 import pytest
 from rcl_interfaces.srv import SetParameters
-import rclpy
-from rclpy.context import Context
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
+from ros_probe import Probe, Recorder, SimProcess, wait_until
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool, Trigger
 
-REPO = Path(__file__).resolve().parents[1]
-os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-DOMAIN = int(os.environ.get('ROS_DOMAIN_ID') or 1 + os.getpid() % 101)
-CHILD_ENV = dict(
-    os.environ, ROS_DOMAIN_ID=str(DOMAIN), ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST',
-    PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get('PYTHONPATH')])),
-    PYTHONUNBUFFERED='1', RCUTILS_LOGGING_BUFFERED_STREAM='0')
 HANGING = math.pi
-_names = itertools.count()
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f'timed out after {timeout} s waiting for {what}')
-        time.sleep(0.01)
-
-
-class Probe:
-    """The test side: a node in its own context, spun by an executor in a daemon thread."""
-
-    def __init__(self) -> None:
-        self.context = Context()
-        rclpy.init(context=self.context, domain_id=DOMAIN)
-        self.node = Node(f'sim_robot_probe_{os.getpid()}', context=self.context)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-
-    def _spin(self) -> None:
-        try:
-            self.executor.spin()
-        except ExternalShutdownException:
-            pass
-
-    def call(self, client, request, timeout: float = 5.0):
-        future = client.call_async(request)
-        wait_until(future.done, timeout, f'an answer from {client.srv_name}')
-        return future.result()
-
-    def close(self) -> None:
-        self.executor.shutdown(timeout_sec=5.0)
-        self.thread.join(timeout=5.0)
-        self.node.destroy_node()
-        self.context.try_shutdown()
-
-
-class Recorder:
-    """Keeps every message with its wall receipt time; the callback does no real work."""
-
-    def __init__(self, probe: Probe, msg_type, topic: str) -> None:
-        self._lock = threading.Lock()
-        self._items: List[tuple] = []
-        self.sub = probe.node.create_subscription(
-            msg_type, topic, self._on_msg, QoSProfile(depth=200))
-
-    def _on_msg(self, msg) -> None:
-        with self._lock:
-            self._items.append((time.monotonic(), msg))
-
-    def since(self, start: float) -> List[tuple]:
-        with self._lock:
-            return [item for item in self._items if item[0] >= start]
-
-    def wait_for(self, predicate: Callable[[object], bool], *, since: float,
-                 timeout: float, what: str):
-        found = []
-
-        def check() -> bool:
-            found[:] = [msg for _, msg in self.since(since) if predicate(msg)]
-            return bool(found)
-
-        wait_until(check, timeout, what)
-        return found[0]
 
 
 def set_parameters(robot: 'Robot', **values: object) -> list:
@@ -118,39 +36,6 @@ def set_parameters(robot: 'Robot', **values: object) -> list:
 def stamp(msg) -> float:
     header_stamp = msg.header.stamp if hasattr(msg, 'header') else msg.clock
     return header_stamp.sec + header_stamp.nanosec * 1e-9
-
-
-class SimProcess:
-    """One sim_robot process in a namespace of its own; its output goes to a file."""
-
-    def __init__(self, log_dir: Path, *params: str,
-                 config: str = 'config/sim_robot_pendulum.yaml') -> None:
-        self.ns = f'/sim_test_{os.getpid()}_{next(_names)}'
-        self.log_path = log_dir / f'{self.ns.strip("/")}.log'
-        command = [sys.executable, '-m', 'rtgym_ros.nodes.sim_robot', '--ros-args',
-                   '--params-file', str(REPO / config), '-r', f'__ns:={self.ns}']
-        for param in params:
-            command += ['-p', param]
-        with open(self.log_path, 'wb') as log:
-            self.proc = subprocess.Popen(command, cwd=REPO, env=CHILD_ENV, stdout=log,
-                                         stderr=subprocess.STDOUT)
-
-    def output(self) -> str:
-        return self.log_path.read_text(errors='replace')
-
-    def stop(self, signum: int = signal.SIGINT, timeout: float = 10.0) -> tuple:
-        """Signal the process; return (exit code, seconds it took)."""
-        start = time.monotonic()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signum)
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5.0)
-            raise AssertionError(f'sim_robot ignored signal {signum} for {timeout} s:\n'
-                                 + self.output())
-        return code, time.monotonic() - start
 
 
 class Robot:
