@@ -1,0 +1,111 @@
+"""Agent-side faults with real processes: the robot always ends up with its safe action.
+
+The sim reports the effort it applies in JointState.effort. Its own command timeout is set
+long (30 s) unless the test is about it, so a zero effort proves the env sent the default.
+"""
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from ros_probe import CHILD_ENV, Probe, Recorder, REPO, SimProcess, wait_until
+from sensor_msgs.msg import JointState
+
+TORQUE = 1.5
+
+
+@pytest.fixture
+def probe():
+    node = Probe()
+    yield node
+    node.close()
+
+
+@pytest.fixture
+def log_dir(tmp_path):
+    return tmp_path
+
+
+class Driven:
+    """A sim, an agent process driving it with TORQUE, and the effort the sim applies."""
+
+    def __init__(self, probe: Probe, log_dir, mode: str, command_timeout: float) -> None:
+        self.sim = SimProcess(log_dir, 'initial_state:=[3.14159, 0.0]',
+                              f'command_timeout:={command_timeout}')
+        self.states = Recorder(probe, JointState, f'{self.sim.ns}/pendulum/joint_states')
+        self.agent = subprocess.Popen(
+            [sys.executable, str(REPO / 'test' / 'stepping_agent.py'), self.sim.ns,
+             str(TORQUE), mode], cwd=REPO, env=CHILD_ENV, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        assert self.agent.stdout.readline().strip() == 'STEPPING', self.agent_output()
+        self.wait_effort(lambda effort: effort == pytest.approx(TORQUE), timeout=5.0,
+                         what='the sim applying the agent torque')
+
+    def wait_effort(self, check, *, timeout: float, what: str, since: float = 0.0) -> float:
+        start = time.monotonic()
+        self.states.wait_for(lambda m: len(m.effort) and check(m.effort[0]), since=since,
+                             timeout=timeout, what=what)
+        return time.monotonic() - start
+
+    def agent_output(self) -> str:
+        if self.agent.poll() is None:
+            return '(agent still running)'
+        return self.agent.stdout.read() + self.agent.stderr.read()
+
+    def stop(self) -> None:
+        if self.agent.poll() is None:
+            self.agent.kill()
+        self.agent.wait(timeout=10)
+        self.sim.stop()
+
+
+@pytest.fixture
+def driven(probe, log_dir):
+    made = []
+
+    def start(mode: str = 'run', *, command_timeout: float = 30.0) -> Driven:
+        made.append(Driven(probe, log_dir, mode, command_timeout))
+        return made[-1]
+
+    yield start
+    for item in made:
+        item.stop()
+
+
+def test_sigint_sends_the_default_action(driven):
+    robot = driven()
+    since = time.monotonic()
+    robot.agent.send_signal(signal.SIGINT)
+    robot.wait_effort(lambda effort: effort == 0.0, since=since, timeout=5.0,
+                      what='zero effort after SIGINT')
+    robot.agent.wait(timeout=10)
+    assert 'terminate called' not in robot.agent.stderr.read()
+
+
+def test_exception_in_training_loop_sends_the_default_action(driven):
+    robot = driven('raise')
+    robot.agent.wait(timeout=20)
+    assert robot.agent.returncode == 1
+    assert 'the training loop crashed' in robot.agent.stderr.read()
+    robot.wait_effort(lambda effort: effort == 0.0, timeout=3.0,
+                      what='zero effort after the crash')
+
+
+def test_stalled_agent_is_stopped_by_the_watchdog(driven):
+    robot = driven('stall')  # config/pendulum_sim.yaml: watchdog_timeout 0.5
+    waited = robot.wait_effort(lambda effort: effort == 0.0, timeout=5.0,
+                               what='zero effort from the watchdog')
+    assert waited < 3.0
+    assert robot.agent.poll() is None  # the process is still alive: it is the watchdog
+
+
+def test_sigkill_is_caught_by_the_robot_side_command_timeout(driven):
+    robot = driven(command_timeout=0.5)
+    since = time.monotonic()
+    robot.agent.send_signal(signal.SIGKILL)
+    robot.agent.wait(timeout=10)
+    waited = robot.wait_effort(lambda effort: effort == 0.0, since=since, timeout=5.0,
+                               what="zero effort from the sim's command timeout")
+    assert 0.2 < waited < 3.0  # nobody sent a default: the robot timed the command out
