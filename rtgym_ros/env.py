@@ -125,7 +125,7 @@ class RealTimeEnv(gymnasium.Env):
             message = ('Time-step timed out. Elapsed since last time-step: '
                        f'{outcome.late_by}')
             warnings.warn(message)
-            self._runtime.logger.warning(message)
+            self._runtime.logger.warning(message, throttle_duration_sec=1.0)
 
     def _on_clock_jump(self, jump: TimeJump) -> None:
         delta = jump.delta.nanoseconds * 1e-9

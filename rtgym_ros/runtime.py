@@ -40,9 +40,13 @@ class RosRuntime:
                    signal_handler_options=SignalHandlerOptions.NO)
         overrides = list(parameter_overrides or [])
         overrides.append(Parameter('use_sim_time', Parameter.Type.BOOL, use_sim_time))
+        # Every service of the node is polled by the executor on every wake-up; the parameter
+        # and type-description services cost the time-step precision and serve no env user.
+        overrides.append(Parameter('start_type_description_service', Parameter.Type.BOOL,
+                                   False))
         try:
             self.node = Node(node_name, namespace=namespace, context=self.context,
-                             parameter_overrides=overrides)
+                             parameter_overrides=overrides, start_parameter_services=False)
             self.executor = SingleThreadedExecutor(context=self.context)
             self.executor.add_node(self.node)
         except BaseException:
@@ -62,7 +66,7 @@ class RosRuntime:
         if self._io is None:
             name, namespace, overrides = self._node_args
             node = Node(f'{name}_io', namespace=namespace, context=self.context,
-                        parameter_overrides=overrides)
+                        parameter_overrides=overrides, start_parameter_services=False)
             executor = SingleThreadedExecutor(context=self.context)
             executor.add_node(node)
             self._io = (node, executor, self._start_spinning(executor, f'rtgym_ros:{name}_io'))
