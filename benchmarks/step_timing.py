@@ -1,0 +1,505 @@
+#!/usr/bin/env python3
+"""Step timing of rtgym_ros against rtgym 0.16, side by side, under three kinds of agent load.
+
+Each (env, rate, load) cell runs in a fresh subprocess (``--cell``), because rtgym_ros changes
+``sys.setswitchinterval`` process-wide while an env lives; the figure is the error of the
+spacing between observation captures against the nominal time-step. See ``README.md``.
+
+    python3 benchmarks/step_timing.py --markdown
+    python3 benchmarks/step_timing.py --envs rtgym_ros --gil-switch-interval none --markdown
+"""
+
+import argparse
+import gc
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+from typing import Any, Callable
+import warnings
+
+import numpy as np
+
+ENVS = ('rtgym', 'rtgym_ros')
+ENV_IDS = {'rtgym': 'real-time-gym-ts-v1', 'rtgym_ros': 'rtgym_ros/real-time-gym-v1'}
+LOADS = ('sleep', 'numpy', 'python')
+WORK_UNITS = {'sleep': '', 'numpy': 'matmul', 'python': 'iter'}
+WARMUP_STEPS = 20
+QUICK_DIVISOR = 5
+MATRIX_SIZE = 64
+PYTHON_CHUNK = 100  # loop iterations between two clock reads in the 'python' load
+TERMINATE_MARK = 'terminate called'
+PACKAGE_DEFAULT = 'default'  # an rtgym_ros option left at the package's default
+
+
+def default_steps(rate: float) -> int:
+    """1000 steps at 100 Hz, 3000 at 1 kHz: about 10 s and 3 s of run."""
+    return max(1000, int(round(3 * rate)))
+
+
+# -- agent loads ------------------------------------------------------------------------------
+
+def _sleep_load(duration: float) -> int:
+    time.sleep(duration)
+    return 0
+
+
+def _make_numpy_load() -> Callable[[float], int]:
+    rng = np.random.default_rng(0)
+    a = rng.random((MATRIX_SIZE, MATRIX_SIZE))
+    b = rng.random((MATRIX_SIZE, MATRIX_SIZE))
+    out = np.empty_like(a)
+
+    def load(duration: float) -> int:
+        deadline = time.perf_counter() + duration
+        count = 0
+        while time.perf_counter() < deadline:
+            np.matmul(a, b, out=out)
+            count += 1
+        return count
+
+    return load
+
+
+def _python_load(duration: float) -> int:
+    deadline = time.perf_counter() + duration
+    count = 0
+    while time.perf_counter() < deadline:
+        total = 0
+        for i in range(PYTHON_CHUNK):
+            total += i
+        count += PYTHON_CHUNK
+    return count
+
+
+def make_load(name: str) -> Callable[[float], int]:
+    if name == 'sleep':
+        return _sleep_load
+    if name == 'numpy':
+        return _make_numpy_load()
+    if name == 'python':
+        return _python_load
+    raise ValueError(f'load must be one of {LOADS}, got {name!r}')
+
+
+# -- one cell, in its own process ------------------------------------------------------------
+
+def _dummy_interface(base: type) -> type:
+    """Build a do-nothing interface on ``base`` that records when it sends and captures."""
+    import gymnasium.spaces as spaces
+
+    class DummyInterface(base):
+        def __init__(self, captures: list, sends: list) -> None:
+            self._captures = captures
+            self._sends = sends
+
+        def send_control(self, control: Any) -> None:
+            self._sends.append(time.perf_counter())
+
+        def reset(self, seed: int | None = None, options: dict | None = None):
+            return [np.zeros(1, dtype=np.float32)], {}
+
+        def get_obs_rew_terminated_info(self):
+            self._captures.append(time.perf_counter())
+            return [np.zeros(1, dtype=np.float32)], 0.0, False, {}
+
+        def get_observation_space(self):
+            return spaces.Tuple((spaces.Box(-1.0, 1.0, (1,), dtype=np.float32),))
+
+        def get_action_space(self):
+            return spaces.Box(-1.0, 1.0, (1,), dtype=np.float32)
+
+        def get_default_action(self) -> np.ndarray:
+            return np.zeros(1, dtype=np.float32)
+
+    return DummyInterface
+
+
+def _make_env(env_name: str, time_step: float, captures: list, sends: list, *,
+              gil_switch_interval: float | None | str, timer_lead: float | str):
+    import gymnasium
+
+    if env_name == 'rtgym':
+        import rtgym
+        config = dict(rtgym.DEFAULT_CONFIG_DICT)
+        config['interface'] = _dummy_interface(rtgym.RealTimeGymInterface)
+    elif env_name == 'rtgym_ros':
+        import rtgym_ros
+        config = dict(rtgym_ros.DEFAULT_CONFIG_DICT)
+        config['interface'] = _dummy_interface(rtgym_ros.RealTimeGymInterface)
+        config['node_name'] = f'step_timing_{os.getpid()}'
+        if gil_switch_interval != PACKAGE_DEFAULT:
+            config['gil_switch_interval'] = gil_switch_interval
+        if timer_lead != PACKAGE_DEFAULT:
+            config['timer_lead'] = timer_lead
+    else:
+        raise ValueError(f'env must be one of {ENVS}, got {env_name!r}')
+    config.update(interface_kwargs={'captures': captures, 'sends': sends},
+                  time_step_duration=time_step,
+                  start_obs_capture=time_step, time_step_timeout_factor=1.0,
+                  ep_max_length=10**9, act_buf_len=1, benchmark=False)
+    return gymnasium.make(ENV_IDS[env_name], config=config)
+
+
+def _summary(captures: list, time_step: float) -> dict:
+    times = np.asarray(captures[WARMUP_STEPS:], dtype=np.float64)
+    spacing = np.diff(times)
+    if spacing.size == 0:
+        return {'p50_us': math.nan, 'p99_us': math.nan, 'max_us': math.nan,
+                'mean_spacing_us': math.nan, 'samples': 0}
+    error = np.abs(spacing - time_step) * 1e6
+    return {'p50_us': float(np.percentile(error, 50)), 'p99_us': float(np.percentile(error, 99)),
+            'max_us': float(error.max()), 'mean_spacing_us': float(spacing.mean() * 1e6),
+            'samples': int(spacing.size)}
+
+
+def _percentiles(values: np.ndarray) -> dict:
+    if values.size == 0:
+        return {'p50': math.nan, 'p99': math.nan, 'max': math.nan}
+    values = values * 1e6
+    return {'p50': float(np.percentile(values, 50)), 'p99': float(np.percentile(values, 99)),
+            'max': float(values.max())}
+
+
+def _delays(captures: list, sends: list, returns: list) -> dict:
+    """Capture -> step() returns it, and step() returns -> its action is sent, in µs.
+
+    Step ``i`` returns capture ``i`` and sends action ``i + 1`` (``reset()`` sent the first).
+    """
+    count = min(len(returns), len(captures), len(sends) - 1)
+    if count <= WARMUP_STEPS:
+        return {'obs_to_return_us': _percentiles(np.zeros(0)),
+                'return_to_send_us': _percentiles(np.zeros(0))}
+    steps = slice(WARMUP_STEPS, count)
+    returned = np.asarray(returns[steps])
+    return {
+        'obs_to_return_us': _percentiles(returned - np.asarray(captures[steps])),
+        'return_to_send_us': _percentiles(np.asarray(sends[1:count + 1][steps]) - returned),
+    }
+
+
+def run_cell(env_name: str, rate: float, load_name: str, steps: int, *,
+             gil_switch_interval: float | None | str, timer_lead: float | str) -> dict:
+    """Run one env for ``steps`` steps with the agent load between steps; return the figures."""
+    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+    os.environ['ROS_DOMAIN_ID'] = str(1 + os.getpid() % 200)
+    time_step = 1.0 / rate
+    load = make_load(load_name)
+    captures: list[float] = []
+    sends: list[float] = []
+    returns: list[float] = []
+    work: list[int] = []
+    switch_before = sys.getswitchinterval()
+    env = _make_env(env_name, time_step, captures, sends,
+                    gil_switch_interval=gil_switch_interval, timer_lead=timer_lead)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            start = time.perf_counter()
+            env.reset()
+            switch_during = sys.getswitchinterval()
+            ros_config = getattr(env.unwrapped, 'config', None) if env_name == 'rtgym_ros' \
+                else None
+            caught_in_warmup = 0
+            for index in range(steps):
+                env.step(np.zeros(1, dtype=np.float32))
+                returns.append(time.perf_counter())
+                work.append(load(time_step / 2))
+                if index == WARMUP_STEPS - 1:
+                    caught_in_warmup = len(caught)
+            wall = time.perf_counter() - start
+            # The last step() started one more time-step on a background thread: let it start
+            # (and warn) inside this block, then wait for it to end.
+            env.unwrapped.stop()
+            time.sleep(min(time_step, 0.01))
+    finally:
+        env.close()
+    del env
+    gc.collect()
+    messages = [str(w.message) for w in caught]
+    timeouts = sum('timed out' in m for m in messages)
+    timeouts_after_warmup = sum('timed out' in m for m in messages[caught_in_warmup:])
+    others = sorted({m for m in messages if 'timed out' not in m})
+    measured_work = work[WARMUP_STEPS:]
+    return {
+        'env': env_name, 'rate_hz': rate, 'time_step_s': time_step, 'load': load_name,
+        'steps': steps, 'warmup': WARMUP_STEPS, **_summary(captures, time_step),
+        'captures': len(captures), 'timeouts': timeouts,
+        'timeouts_after_warmup': timeouts_after_warmup, 'other_warnings': others[:5],
+        'wall_s': wall, 'nominal_s': steps * time_step,
+        **_delays(captures, sends, returns),
+        'work_per_step': float(np.mean(measured_work)) if load_name != 'sleep' else None,
+        'work_unit': WORK_UNITS[load_name],
+        'options': {'gil_switch_interval': gil_switch_interval, 'timer_lead': timer_lead}
+        if env_name == 'rtgym_ros' else {},
+        'gil_switch_interval': getattr(ros_config, 'gil_switch_interval', None),
+        'timer_lead': getattr(ros_config, 'timer_lead', None),
+        'switch_interval_before': switch_before, 'switch_interval_during': switch_during,
+        'switch_interval_after': sys.getswitchinterval(),
+    }
+
+
+# -- driver -----------------------------------------------------------------------------------
+
+def _switch_arg(value: str) -> float | None | str:
+    if value.lower() == 'none':
+        return None
+    if value == PACKAGE_DEFAULT:
+        return PACKAGE_DEFAULT
+    number = float(value)
+    if not number > 0.0:
+        raise argparse.ArgumentTypeError(f"must be a positive float or 'none', got {value!r}")
+    return number
+
+
+def _lead_arg(value: str) -> float | str:
+    if value == PACKAGE_DEFAULT:
+        return PACKAGE_DEFAULT
+    number = float(value)
+    if not number >= 0.0:
+        raise argparse.ArgumentTypeError(f'must be >= 0 s, got {value!r}')
+    return number
+
+
+def _rate_arg(value: str) -> float:
+    number = float(value)
+    if not number > 0.0:
+        raise argparse.ArgumentTypeError(f'rate must be > 0 Hz, got {value!r}')
+    return number
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--envs', nargs='+', choices=ENVS, default=list(ENVS))
+    parser.add_argument('--rates', nargs='+', type=_rate_arg, default=[100.0, 1000.0],
+                        metavar='HZ', help='time-step rates in Hz (default: 100 1000)')
+    parser.add_argument('--loads', nargs='+', choices=LOADS, default=list(LOADS))
+    parser.add_argument('--steps', type=int, default=None,
+                        help='steps per cell (default: 1000 at 100 Hz, 3000 at 1 kHz)')
+    parser.add_argument('--quick', action='store_true',
+                        help=f'divide the number of steps by {QUICK_DIVISOR}')
+    parser.add_argument('--repeat', type=int, default=1, metavar='K',
+                        help='run every cell K times (interleaved); the table shows medians')
+    parser.add_argument('--json', metavar='PATH', help='write every result to this file')
+    parser.add_argument('--markdown', action='store_true', help='print a markdown table')
+    parser.add_argument('--gil-switch-interval', type=_switch_arg, default=PACKAGE_DEFAULT,
+                        metavar='S|none', help="rtgym_ros's gil_switch_interval "
+                        "(default: the package's; 'none' leaves the interpreter's)")
+    parser.add_argument('--timer-lead', type=_lead_arg, default=PACKAGE_DEFAULT, metavar='S',
+                        help="rtgym_ros's timer_lead (default: the package's)")
+    parser.add_argument('--cell', metavar='ENV:RATE:LOAD', help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error(f'--repeat must be >= 1, got {args.repeat}')
+    if args.steps is not None and args.steps <= WARMUP_STEPS + 1:
+        parser.error(f'--steps must be > {WARMUP_STEPS + 1} (the first {WARMUP_STEPS} are '
+                     f'warm-up), got {args.steps}')
+    return args
+
+
+def _cell_steps(args: argparse.Namespace, rate: float) -> int:
+    steps = args.steps if args.steps is not None else default_steps(rate)
+    if args.quick:
+        steps //= QUICK_DIVISOR
+    return max(steps, WARMUP_STEPS + 2)
+
+
+def _cpu_times() -> tuple[float, float] | None:
+    """Busy and stolen CPU seconds of the whole machine so far (Linux ``/proc/stat``)."""
+    try:
+        with open('/proc/stat') as stream:
+            fields = [int(x) for x in stream.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    tick = os.sysconf('SC_CLK_TCK')
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq) / tick, steal / tick
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _spawn_cell(args: argparse.Namespace, env_name: str, rate: float, load: str) -> dict:
+    steps = _cell_steps(args, rate)
+    command = [sys.executable, os.path.abspath(__file__), '--cell', f'{env_name}:{rate}:{load}',
+               '--steps', str(steps),
+               '--gil-switch-interval', str(args.gil_switch_interval).lower(),
+               '--timer-lead', str(args.timer_lead)]
+    child_env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST')
+    child_env.setdefault('OPENBLAS_NUM_THREADS', '1')
+    child_env.setdefault('OMP_NUM_THREADS', '1')
+    timeout = 60.0 + 3.0 * steps / rate
+    cpu_before, own_before = _cpu_times(), _children_cpu()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=child_env,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as error:
+        stderr = error.stderr.decode(errors='replace') if error.stderr else ''
+        return {'env': env_name, 'rate_hz': rate, 'load': load, 'steps': steps,
+                'error': f'no result within {timeout:.0f} s', 'stderr_tail': stderr[-2000:]}
+    lines = [line for line in done.stdout.splitlines() if line.startswith('{')]
+    result = json.loads(lines[-1]) if lines else {
+        'env': env_name, 'rate_hz': rate, 'load': load, 'steps': steps,
+        'error': f'no JSON line on stdout (exit status {done.returncode})'}
+    result['returncode'] = done.returncode
+    cpu_after = _cpu_times()
+    if cpu_before is not None and cpu_after is not None:
+        # CPU the rest of the machine used meanwhile: the cell was not alone if this is large.
+        own = _children_cpu() - own_before
+        result['foreign_cpu_s'] = round(cpu_after[0] - cpu_before[0] - own, 3)
+        result['steal_s'] = round(cpu_after[1] - cpu_before[1], 3)
+    result['terminate_called'] = TERMINATE_MARK in done.stderr
+    # rtgym_ros also logs every time-out through ROS; anything else on stderr is worth a look.
+    unexpected = [line for line in done.stderr.splitlines()
+                  if line.strip() and 'timed out' not in line]
+    result['stderr_unexpected'] = unexpected[-20:]
+    return result
+
+
+def _cells(args: argparse.Namespace) -> list[tuple[str, float, str]]:
+    """Every (env, rate, load), the env order flipped from one (rate, load) to the next."""
+    cells = []
+    index = 0
+    for _ in range(args.repeat):
+        for rate in args.rates:
+            for load in args.loads:
+                envs = args.envs if index % 2 == 0 else list(reversed(args.envs))
+                cells += [(env_name, rate, load) for env_name in envs]
+                index += 1
+    return cells
+
+
+def _env_label(result: dict) -> str:
+    if result['env'] != 'rtgym_ros':
+        return result['env']
+    options = result.get('options', {})
+    notes = []
+    switch = options.get('gil_switch_interval', PACKAGE_DEFAULT)
+    if switch != PACKAGE_DEFAULT:
+        notes.append(f"switch={'none' if switch is None else f'{switch:g}'}")
+    if options.get('timer_lead', PACKAGE_DEFAULT) != PACKAGE_DEFAULT:
+        notes.append(f"lead={options['timer_lead']:g}")
+    return f"rtgym_ros ({', '.join(notes)})" if notes else 'rtgym_ros'
+
+
+def _rate_label(rate: float) -> str:
+    return f'{rate / 1000:g} kHz' if rate >= 1000 else f'{rate:g} Hz'
+
+
+def _work_label(result: dict) -> str:
+    if result.get('work_per_step') is None:
+        return '–'
+    value = result['work_per_step']
+    text = f'{value / 1000:.1f}k' if value >= 10000 else f'{value:.0f}'
+    return f"{text} {result['work_unit']}"
+
+
+def _median(results: list[dict], key: str) -> float:
+    return float(np.median([r[key] for r in results]))
+
+
+def _figures(runs: list[dict]) -> list[str]:
+    """Format one cell's figures: medians over the repeats, and the time-outs' range."""
+    failed = [r for r in runs if 'error' in r]
+    if failed:
+        return ['error'] * 5 + [failed[0]['error']]
+    timeouts = sorted(r['timeouts'] for r in runs)
+    timeout_text = str(timeouts[0])
+    if len(runs) > 1:
+        timeout_text = f'{np.median(timeouts):g} ({timeouts[0]}–{timeouts[-1]})'
+    work = None if runs[0]['work_per_step'] is None else _median(runs, 'work_per_step')
+    return [f"{_median(runs, 'p50_us'):.0f}", f"{_median(runs, 'p99_us'):.0f}",
+            f"{_median(runs, 'max_us'):.0f}", timeout_text,
+            _work_label({'work_per_step': work, 'work_unit': runs[0]['work_unit']}),
+            f"{_median(runs, 'wall_s'):.2f} / {runs[0]['nominal_s']:.2f}"]
+
+
+def _rows(results: list[dict]) -> list[list[str]]:
+    groups: dict[tuple, list[dict]] = {}
+    for result in results:
+        key = (result['rate_hz'], LOADS.index(result['load']), ENVS.index(result['env']),
+               _env_label(result))
+        groups.setdefault(key, []).append(result)
+    rows = []
+    for key in sorted(groups):
+        runs = groups[key]
+        rows.append([_rate_label(key[0]), runs[0]['load'], key[3], *_figures(runs)])
+    return rows
+
+
+HEADER = ['rate', 'agent', 'env', 'p50 (µs)', 'p99 (µs)', 'max (µs)', 'time-outs',
+          'agent work/step', 'wall / nominal (s)']
+
+
+def format_markdown(results: list[dict]) -> str:
+    lines = ['| ' + ' | '.join(HEADER) + ' |',
+             '|' + '|'.join(['---'] * 3 + ['---:'] * (len(HEADER) - 3)) + '|']
+    lines += ['| ' + ' | '.join(row) + ' |' for row in _rows(results)]
+    return '\n'.join(lines)
+
+
+def format_text(results: list[dict]) -> str:
+    rows = [HEADER] + _rows(results)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
+    return '\n'.join('  '.join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+                     for row in rows)
+
+
+def _progress(index: int, total: int, result: dict) -> str:
+    head = f"[{index}/{total}] {_env_label(result):<10} {_rate_label(result['rate_hz']):>7} " \
+           f"{result['load']:<6}"
+    if 'error' in result:
+        return f"{head} ERROR: {result['error']}"
+    text = (f"{head} p50 {result['p50_us']:6.0f} µs  p99 {result['p99_us']:6.0f} µs  "
+            f"max {result['max_us']:6.0f} µs  time-outs {result['timeouts']:4d}  "
+            f"work {_work_label(result):>12}  wall {result['wall_s']:.2f} s")
+    if result.get('foreign_cpu_s') is not None:
+        text += f"  foreign cpu {result['foreign_cpu_s']:.2f} s"
+    if result.get('returncode') or result.get('terminate_called'):
+        text += f"  EXIT {result.get('returncode')} terminate={result.get('terminate_called')}"
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    if args.cell:
+        env_name, rate, load = args.cell.split(':')
+        result = run_cell(env_name, float(rate), load, args.steps,
+                          gil_switch_interval=args.gil_switch_interval,
+                          timer_lead=args.timer_lead)
+        print(json.dumps(result), flush=True)
+        return 0
+
+    cells = _cells(args)
+    results = []
+    started = time.perf_counter()
+    load_before = os.getloadavg()[0]
+    print(f'{len(cells)} cells, load average before: {load_before:.2f}', file=sys.stderr)
+    if load_before > 0.5:
+        print('warning: the machine is busy; timings will be noisy', file=sys.stderr)
+    for index, (env_name, rate, load) in enumerate(cells, start=1):
+        result = _spawn_cell(args, env_name, rate, load)
+        results.append(result)
+        print(_progress(index, len(cells), result), file=sys.stderr, flush=True)
+        for line in result.get('stderr_unexpected', []):
+            print(f'    stderr: {line}', file=sys.stderr)
+    total = time.perf_counter() - started
+    print(f'total {total:.1f} s, load average after: {os.getloadavg()[0]:.2f}', file=sys.stderr)
+    if args.json:
+        meta = {'argv': sys.argv[1:], 'python': sys.version, 'cpus': os.cpu_count(),
+                'total_s': total, 'load_average_before': load_before}
+        with open(args.json, 'w') as stream:
+            json.dump({'meta': meta, 'results': results}, stream, indent=1)
+    print(format_markdown(results) if args.markdown else format_text(results))
+    failed = [r for r in results
+              if 'error' in r or r.get('returncode') or r.get('terminate_called')]
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
