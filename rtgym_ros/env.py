@@ -21,6 +21,7 @@ from rtgym_ros.benchmark import make_benchmark
 from rtgym_ros.clock import ElasticSchedule, StepOutcome, StepStart
 from rtgym_ros.config import DEFAULT_CONFIG_DICT, EnvConfig, resolve_config
 from rtgym_ros.deadline import DeadlineTimer
+from rtgym_ros.deferred_log import DeferredLog
 from rtgym_ros.interface import RealTimeGymInterface
 from rtgym_ros.runtime import RosRuntime
 from rtgym_ros.time_step import TimeStepRunner
@@ -95,6 +96,7 @@ class RealTimeEnv(gymnasium.Env):
         self.default_action = interface.get_default_action()
         self.interface_action_space = interface.get_action_space()
         self.interface_observation_space = interface.get_observation_space()
+        self._log = DeferredLog(node)
         self._timer = DeadlineTimer(node, lead=cfg.timer_lead)
         self._watchdog = DeadlineTimer(node, lead=0.0)
         self._runner = TimeStepRunner(
@@ -125,11 +127,11 @@ class RealTimeEnv(gymnasium.Env):
             message = ('Time-step timed out. Elapsed since last time-step: '
                        f'{outcome.late_by}')
             warnings.warn(message)
-            self._runtime.logger.warning(message, throttle_duration_sec=1.0)
+            self._log.warning('timed out', message)
 
     def _on_clock_jump(self, jump: TimeJump) -> None:
         delta = jump.delta.nanoseconds * 1e-9
-        self._runtime.logger.warning(f'clock jumped by {delta:.3f} s: schedule moved with it')
+        self._log.warning('clock jump', f'clock jumped by {delta:.3f} s: schedule moved with it')
         self._runner.on_clock_jump(delta)
 
     def _arm_watchdog(self) -> None:
@@ -356,6 +358,7 @@ class RealTimeEnv(gymnasium.Env):
         finally:
             self._timer.destroy()
             self._watchdog.destroy()
+            self._log.destroy()
 
     def __del__(self) -> None:
         try:

@@ -13,6 +13,7 @@ import gymnasium.spaces as spaces
 import numpy as np
 from rclpy.node import Node
 
+from rtgym_ros.deferred_log import DeferredLog
 from rtgym_ros.interface import RealTimeGymInterface
 from rtgym_ros.robot_config import RobotSpec, ServiceSpec, SignalSpec
 from rtgym_ros.slots import LatestValue, Slot
@@ -39,6 +40,7 @@ class RosInterface(RealTimeGymInterface):
 
     def bind_node(self, node: Node, io_node: Node | None = None) -> None:
         self._node = node
+        self._log = DeferredLog(node)
         self._io_node = io_node or node
         self._clock = node.get_clock()
         self._publishers = [node.create_publisher(group.writer.msg_type, group.topic, group.qos)
@@ -65,9 +67,8 @@ class RosInterface(RealTimeGymInterface):
     def now(self) -> float:
         return self._clock.now().nanoseconds * 1e-9
 
-    @property
-    def logger(self):
-        return self._node.get_logger()
+    def close(self) -> None:
+        self._log.destroy()
 
     # -- spaces -------------------------------------------------------------------------------
 
@@ -90,8 +91,9 @@ class RosInterface(RealTimeGymInterface):
         values = np.asarray(control, dtype=np.float64).reshape(-1)
         default = self.spec.default_action
         if values.shape != default.shape or not np.all(np.isfinite(values)):
-            self.logger.warning(f'refusing to publish action {values.tolist()} (expected '
-                                f'{default.size} finite values): publishing the default')
+            self._log.warning('refused action',
+                              f'refusing to publish action {values.tolist()} (expected '
+                              f'{default.size} finite values): publishing the default')
             values = default
         stamp = self._clock.now().to_msg()
         start = 0
@@ -144,7 +146,7 @@ class RosInterface(RealTimeGymInterface):
             if slot_spec.on_stale == 'error':
                 raise RuntimeError(message)
             if slot_spec.on_stale in ('warn', 'wait'):
-                self.logger.warning(message, throttle_duration_sec=1.0)
+                self._log.warning(slot_spec.name, message)
         info = {'obs_ages': ages, 'stale': stale, 'capture_time': now,
                 'action_time': self.last_action_time}
         if self.spec.options['newer_than_action']:

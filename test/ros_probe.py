@@ -3,6 +3,7 @@
 Shared by the tests that talk to other processes over real DDS.
 """
 
+import ctypes
 import itertools
 import os
 from pathlib import Path
@@ -27,6 +28,12 @@ CHILD_ENV = dict(
     PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get('PYTHONPATH')])),
     PYTHONUNBUFFERED='1', RCUTILS_LOGGING_BUFFERED_STREAM='0')
 _names = itertools.count()
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGTERM when the test process dies (no orphaned sims)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -109,7 +116,8 @@ class SimProcess:
             command += ['-p', param]
         with open(self.log_path, 'wb') as log:
             self.proc = subprocess.Popen(command, cwd=REPO, env=CHILD_ENV, stdout=log,
-                                         stderr=subprocess.STDOUT)
+                                         stderr=subprocess.STDOUT,
+                                         preexec_fn=die_with_parent)
 
     def output(self) -> str:
         return self.log_path.read_text(errors='replace')

@@ -12,6 +12,7 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
+from ros_probe import die_with_parent
 
 import rtgym_ros  # noqa: F401  (registers the env ids)
 from rtgym_ros.controllers import make_controller
@@ -38,7 +39,8 @@ class Sim:
             command += ['-p', param]
         with open(self.log, 'wb') as log:
             self.process = subprocess.Popen(command, cwd=REPO, stdout=log,
-                                            stderr=subprocess.STDOUT)
+                                            stderr=subprocess.STDOUT,
+                                            preexec_fn=die_with_parent)
 
     def stop(self) -> int:
         if self.process.poll() is None:

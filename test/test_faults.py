@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from ros_probe import CHILD_ENV, Probe, Recorder, REPO, SimProcess, wait_until
+from ros_probe import CHILD_ENV, die_with_parent, Probe, Recorder, REPO, SimProcess
 from sensor_msgs.msg import JointState
 
 TORQUE = 1.5
@@ -38,7 +38,7 @@ class Driven:
         self.agent = subprocess.Popen(
             [sys.executable, str(REPO / 'test' / 'stepping_agent.py'), self.sim.ns,
              str(TORQUE), mode], cwd=REPO, env=CHILD_ENV, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
+            stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
         assert self.agent.stdout.readline().strip() == 'STEPPING', self.agent_output()
         self.wait_effort(lambda effort: effort == pytest.approx(TORQUE), timeout=5.0,
                          what='the sim applying the agent torque')
