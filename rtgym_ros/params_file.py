@@ -14,8 +14,13 @@ import yaml
 WILDCARD = '/**'
 
 
-def load_params_file(path: str | Path, *, node_name: str | None = None) -> dict[str, Any]:
-    """Parameters that apply to ``node_name`` (``/**`` first, the node's own entry wins)."""
+def load_params_file(path: str | Path, *, node_name: str | None = None,
+                     default_node_name: str | None = None) -> dict[str, Any]:
+    """Parameters that apply to ``node_name`` (``/**`` first, the node's own entry wins).
+
+    Without ``node_name``, a file with a single entry applies whatever its name; otherwise the
+    entry of ``default_node_name`` (the name the node will get) applies.
+    """
     path = Path(path)
     try:
         text = path.read_text()
@@ -25,11 +30,13 @@ def load_params_file(path: str | Path, *, node_name: str | None = None) -> dict[
         document = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise ValueError(f'robot_config: {path} is not valid YAML: {error}') from None
-    return params_for_node(document, node_name=node_name, source=str(path))
+    return params_for_node(document, node_name=node_name, source=str(path),
+                           default_node_name=default_node_name)
 
 
 def params_for_node(document: Any, *, node_name: str | None = None,
-                    source: str = 'robot_config') -> dict[str, Any]:
+                    source: str = 'robot_config',
+                    default_node_name: str | None = None) -> dict[str, Any]:
     """Pick and merge the ``ros__parameters`` blocks of a parsed params file."""
     if not isinstance(document, dict) or not document:
         raise ValueError(f'{source}: expected a mapping of node names to '
@@ -38,7 +45,8 @@ def params_for_node(document: Any, *, node_name: str | None = None,
     for name, entry in document.items():
         if not isinstance(entry, dict) or 'ros__parameters' not in entry:
             raise ValueError(f"{source}: entry {name!r} has no 'ros__parameters' mapping")
-        if _applies(str(name), node_name, single=len(document) == 1):
+        if _applies(str(name), node_name, single=len(document) == 1,
+                    default=default_node_name):
             parameters = entry['ros__parameters']
             if not isinstance(parameters, dict):
                 raise ValueError(f'{source}: {name}.ros__parameters must be a mapping, '
@@ -53,9 +61,14 @@ def params_for_node(document: Any, *, node_name: str | None = None,
     return merged
 
 
-def _applies(entry_name: str, node_name: str | None, *, single: bool) -> bool:
-    if entry_name == WILDCARD or single and node_name is None:
+def _applies(entry_name: str, node_name: str | None, *, single: bool,
+             default: str | None) -> bool:
+    if entry_name == WILDCARD:
         return True
+    if node_name is None:
+        if single:
+            return True
+        node_name = default
     if node_name is None:
         return False
     return entry_name.lstrip('/').split('/')[-1] == node_name.lstrip('/').split('/')[-1]

@@ -13,7 +13,9 @@ from typing import Any, Callable
 
 import gymnasium.spaces as spaces
 import numpy as np
+from rclpy.exceptions import InvalidServiceNameException, InvalidTopicNameException
 from rclpy.qos import QoSProfile
+from rclpy.validate_topic_name import validate_topic_name
 
 from rtgym_ros.config import ROS_DEFAULTS, RTGYM_DEFAULTS
 from rtgym_ros.messages import (compile_reader, compile_writer, FieldReader, FieldWriter,
@@ -129,7 +131,11 @@ class RobotSpec:
 def load_robot_config(path: str | Path | None = None, *, node_name: str | None = None,
                       **overrides: Any) -> tuple[dict[str, Any], RobotSpec]:
     """Read a params file, apply ``overrides``, return (env config keys, robot spec)."""
-    params = {} if path is None else load_params_file(path, node_name=node_name)
+    # Without an explicit name, the entry of the node the env will create applies (as it would
+    # with --params-file), besides '/**'.
+    params = {} if path is None else load_params_file(
+        path, node_name=node_name or overrides.get('node_name'),
+        default_node_name=ROS_DEFAULTS['node_name'])
     params.update(overrides)
     return split_and_check(params)
 
@@ -186,6 +192,9 @@ def _groups(params: dict, key: str, build: Callable) -> list:
         raise ValueError(f'{key}.names must be a non-empty list of names, got {names!r}')
     if len(set(names)) != len(names):
         raise ValueError(f'{key}.names has duplicates: {names}')
+    if key == 'observations' and 'action_buffer' in names:
+        raise ValueError("observations.names must not contain 'action_buffer', the key of "
+                         'the action buffer in observations')
     extra = sorted(set(section) - {'names', *names})
     if extra:
         raise ValueError(f'{key} has entries {extra} that are not in {key}.names {names}')
@@ -207,6 +216,7 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
     msg_type = load_message_type(_required(entry, 'type', key=key), key=f'{key}.type')
     low = _vector(_required(entry, 'low', key=key), key=f'{key}.low')
     high = _vector(_required(entry, 'high', key=key), key=f'{key}.high')
+    _check_bounds(low, high, key=key)
     writer = compile_writer(
         msg_type, _fields(entry, key=key), key=key, joint_names=entry.get('joint_names'),
         size=None if entry.get('joint_names') else len(low), frame_id=entry.get('frame_id'),
@@ -386,8 +396,14 @@ def _topic(entry: dict, *, key: str) -> str:
 
 
 def _name(value: Any, *, key: str) -> str:
-    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+    """A valid ROS name (relative names resolve under the env's namespace)."""
+    if not isinstance(value, str) or not value:
         raise ValueError(f'{key} must be a topic or service name, got {value!r}')
+    try:
+        validate_topic_name(value, is_service=key.endswith('.service'))
+    except (InvalidServiceNameException, InvalidTopicNameException) as error:
+        reason = str(error).splitlines()[0]
+        raise ValueError(f'{key} must be a valid ROS name, got {value!r}: {reason}') from None
     return value
 
 

@@ -35,10 +35,6 @@ class RosEnv(RealTimeEnv):
         super().__init__(dict(env_config, interface=RosInterface,
                               interface_kwargs={'spec': spec}))
         self._slot_names = [slot.name for slot in spec.observations]
-        if ACTION_BUFFER_KEY in self._slot_names:
-            self.close()
-            raise ValueError(f"observations.names must not contain '{ACTION_BUFFER_KEY}', "
-                             'the key of the action buffer')
         self._dict_layout = spec.options['observation_layout'] == 'dict'
         if self._dict_layout:
             self.observation_space = self._dict_space()

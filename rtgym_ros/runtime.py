@@ -150,8 +150,12 @@ class RosRuntime:
         return 'the ROS runtime is closed'
 
     def _spin(self, executor: SingleThreadedExecutor) -> None:
+        # spin_once with a timeout instead of spin(): rclpy's Executor.shutdown() destroys the
+        # guard condition that would wake a thread about to wait, so the loop must also notice
+        # close() on its own.
         try:
-            executor.spin()
+            while not self._closed and self.context.ok():
+                executor.spin_once(timeout_sec=0.1)
         except ExternalShutdownException:
             pass
         except BaseException as error:  # recorded: every waiting caller re-raises it
@@ -171,11 +175,12 @@ class RosRuntime:
         spun = [(self.node, self.executor, self._thread)]
         if self._io is not None:
             spun.append(self._io)
-        for _, executor, _ in spun:
-            executor.shutdown(timeout_sec=timeout)
-        for _, _, thread in spun:
+        for _, executor, thread in spun:
+            executor.wake()
             if threading.current_thread() is not thread:
                 thread.join(timeout)
+        for _, executor, _ in spun:
+            executor.shutdown(timeout_sec=timeout)
         for node, _, _ in spun:
             node.destroy_node()
         self.context.try_shutdown()

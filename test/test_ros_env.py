@@ -410,10 +410,6 @@ def test_close_leaves_the_default_action_last(spawn, make_env):
     assert len(robot.commands()) == count, 'commands after close()'
 
 
-@pytest.mark.xfail(strict=True, reason='BUG: RosRuntime.close() can wait its whole timeout '
-                   '(env.close(): 5 s) and leave the executor thread blocked for good: rclpy '
-                   "9.1.2's Executor.shutdown() destroys its guard condition at once, so a spin "
-                   'thread that gathered its nodes just before builds a wait set nothing wakes')
 def test_close_is_prompt_when_shutdown_races_the_executor_thread():
     runtime = RosRuntime(node_name=f'ros_env_race_{os.getpid()}')
     # The env's nodes always have timers (deadlines, watchdog, diagnostics): one is enough.
