@@ -1,10 +1,10 @@
 """Conversions between ROS 2 messages and numpy, compiled once from a YAML config.
 
 Every mistake a config can make (type string, field path, size, option) is found at load time by
-``load_message_type``, ``compile_reader`` or ``compile_writer``, which raise a ``ValueError``
-prefixed with the config key. The objects they return only do per-message work (attribute reads,
-``np.frombuffer`` on array fields), so sensor callbacks can store raw messages and conversion
-happens once per observation.
+``message_types.load_message_type``, ``compile_reader`` or ``compile_writer``, which raise a
+``ValueError`` prefixed with the config key. The objects they return only do per-message work
+(attribute reads, ``np.frombuffer`` on array fields), so sensor callbacks can store raw messages
+and conversion happens once per observation.
 
 Readers (observations) accept any message whose requested fields are numeric:
 
@@ -47,7 +47,6 @@ import importlib
 import importlib.util
 import math
 import operator
-import re
 from typing import Any, Callable
 
 from builtin_interfaces.msg import Duration, Time
@@ -55,13 +54,8 @@ import numpy as np
 from rosidl_parser.definition import AbstractSequence, Array, BasicType, NamespacedType
 
 from rtgym_ros.message_arrays import ImageDecoder
+from rtgym_ros.message_types import check_message_class, interface_name
 
-COMMON_INTERFACE_PACKAGES = (
-    'std_msgs', 'sensor_msgs', 'geometry_msgs', 'nav_msgs', 'trajectory_msgs', 'rosgraph_msgs',
-    'diagnostic_msgs', 'std_srvs', 'builtin_interfaces', 'control_msgs', 'shape_msgs',
-    'visualization_msgs', 'stereo_msgs', 'tf2_msgs', 'example_interfaces', 'rcl_interfaces',
-    'lifecycle_msgs', 'action_msgs', 'unique_identifier_msgs', 'ros_gz_interfaces',
-)
 NONFINITE_POLICIES = ('keep', 'zero', 'max')
 
 # rosidl basic type -> numpy dtype for the numeric types a reader accepts; a writer accepts only
@@ -72,107 +66,9 @@ _NUMERIC = {
     'int32': np.int32, 'uint32': np.uint32, 'int64': np.int64, 'uint64': np.uint64,
 }
 _WRITABLE = {'float': 'f', 'double': 'd'}
-_TYPE_NAME_RE = re.compile(r'([A-Za-z][A-Za-z0-9_]*)/(msg|srv)/([A-Za-z][A-Za-z0-9_]*)')
 _JOINT_STATE = 'sensor_msgs/msg/JointState'
 _JOINT_TRAJECTORY = 'trajectory_msgs/msg/JointTrajectory'
 _IMAGE = 'sensor_msgs/msg/Image'
-_KIND_WORD = {'msg': 'message', 'srv': 'service'}
-
-
-# ---------------------------------------------------------------------------- type loading
-
-
-def load_message_type(type_name: str, *, key: str) -> type:
-    """Return the message class named 'pkg/msg/Type', with its C type support loaded."""
-    return _load_interface(type_name, 'msg', key=key)
-
-
-def load_service_type(type_name: str, *, key: str) -> type:
-    """Return the service class named 'pkg/srv/Type', with its C type support loaded."""
-    return _load_interface(type_name, 'srv', key=key)
-
-
-def _load_interface(type_name: str, kind: str, *, key: str) -> type:
-    package, name = _split_type_name(type_name, kind, key=key)
-    module = _import_interface_module(package, kind, key=key)
-    cls = getattr(module, name, None)
-    if not _is_interface(cls, kind):
-        found = sorted(n for n, v in vars(module).items() if _is_interface(v, kind))
-        raise ValueError(
-            f'{key}: expected a {_KIND_WORD[kind]} type in {package}/{kind}, got {name!r}; '
-            f'{package}/{kind} has: {", ".join(found) or "nothing"}')
-    if getattr(cls, '_TYPE_SUPPORT', None) is None:
-        cls.__import_type_support__()
-    if getattr(cls, '_TYPE_SUPPORT', None) is None:
-        raise ValueError(
-            f'{key}: {type_name} was found but its C type support could not be loaded; '
-            f'rebuild or reinstall {package} for this Python')
-    return cls
-
-
-def _split_type_name(type_name: Any, kind: str, *, key: str) -> tuple[str, str]:
-    match = _TYPE_NAME_RE.fullmatch(type_name) if isinstance(type_name, str) else None
-    if match is not None and match.group(2) == kind:
-        return match.group(1), match.group(3)
-    hint = ''
-    if match is not None:
-        hint = f' (that names a {_KIND_WORD[match.group(2)]})'
-    elif isinstance(type_name, str) and re.fullmatch(r'\w+/\w+', type_name):
-        package, name = type_name.split('/')
-        hint = f' (did you mean {package}/{kind}/{name}?)'
-    raise ValueError(
-        f"{key}: expected a {_KIND_WORD[kind]} type 'pkg/{kind}/Type', got {type_name!r}{hint}")
-
-
-def _import_interface_module(package: str, kind: str, *, key: str) -> Any:
-    module_name = f'{package}.{kind}'
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name not in (package, module_name):
-            raise ValueError(f'{key}: importing {module_name} failed: {exc}') from exc
-    found = ', '.join(p for p in COMMON_INTERFACE_PACKAGES if _module_exists(f'{p}.{kind}'))
-    if _module_exists(package):
-        raise ValueError(
-            f'{key}: expected a package with {_KIND_WORD[kind]} types, got {package!r}, which has '
-            f'no {kind} module; importable {kind} packages here: {found or "none"}')
-    raise ValueError(
-        f'{key}: expected an importable interface package, got {package!r} (is it installed and '
-        f'the workspace sourced?); importable {kind} packages here: {found or "none"}')
-
-
-def _module_exists(module_name: str) -> bool:
-    try:
-        return importlib.util.find_spec(module_name) is not None
-    except ImportError:
-        return False
-
-
-def _is_interface(obj: Any, kind: str) -> bool:
-    if kind == 'srv':
-        return (isinstance(obj, type) and hasattr(type(obj), '_TYPE_SUPPORT')
-                and _is_message_class(getattr(obj, 'Request', None))
-                and _is_message_class(getattr(obj, 'Response', None)))
-    return _is_message_class(obj)
-
-
-def _is_message_class(obj: Any) -> bool:
-    """Tell rosidl-generated message classes from anything else (services, modules, typos)."""
-    return (isinstance(obj, type) and hasattr(type(obj), '_TYPE_SUPPORT')
-            and hasattr(type(obj), '_CREATE_ROS_MESSAGE') and hasattr(obj, 'SLOT_TYPES')
-            and callable(getattr(obj, 'get_fields_and_field_types', None)))
-
-
-def _type_name(msg_type: type) -> str:
-    """Return 'pkg/msg/Type' for a generated class (its module is 'pkg.msg._type')."""
-    package, kind = msg_type.__module__.split('.')[:2]
-    return f'{package}/{kind}/{msg_type.__name__}'
-
-
-def _check_message_class(msg_type: Any, *, key: str) -> str:
-    if not _is_message_class(msg_type):
-        raise ValueError(f'{key}: expected a ROS message class, got {msg_type!r}')
-    return _type_name(msg_type)
 
 
 # ---------------------------------------------------------------------------- stamps
@@ -241,17 +137,17 @@ def _resolve(root: type, path: str, *, key: str) -> list[_Leaf]:
     cls = root
     for depth, part in enumerate(parts):
         fields = _fields_of(cls)
-        where = '.'.join(parts[:depth]) or _type_name(root)
+        where = '.'.join(parts[:depth]) or interface_name(root)
         if part not in fields:
             raise ValueError(
-                f'{key}: {_type_name(root)} has no field {path!r}: expected one of '
+                f'{key}: {interface_name(root)} has no field {path!r}: expected one of '
                 f'{", ".join(fields)} at {where}, got {part!r}')
         type_string, slot = fields[part]
         if isinstance(slot, NamespacedType):
             cls = _nested_class(slot)
         elif depth < len(parts) - 1:
             raise ValueError(
-                f'{key}: {_type_name(root)} has no field {path!r}: '
+                f'{key}: {interface_name(root)} has no field {path!r}: '
                 f'{".".join(parts[:depth + 1])} is a {type_string}, which has no fields')
         else:
             return [_leaf(path, type_string, slot, key=key)]
@@ -502,7 +398,7 @@ def compile_reader(
     :param encoding: Image only: the encoding expected in messages.
     :param to_rgb: Image only: accept RGB and BGR and return RGB order.
     """
-    type_name = _check_message_class(msg_type, key=key)
+    type_name = check_message_class(msg_type, key=key)
     if nonfinite not in NONFINITE_POLICIES:
         raise ValueError(
             f'{key}: expected nonfinite in {", ".join(NONFINITE_POLICIES)}, got {nonfinite!r}')
@@ -665,7 +561,7 @@ def compile_writer(
     :param size: total number of values (e.g. from the config's bounds): sequence fields take
         what the fixed-size fields leave, as ``shape`` does for readers.
     """
-    type_name = _check_message_class(msg_type, key=key)
+    type_name = check_message_class(msg_type, key=key)
     names = _check_joint_names(joint_names, key=key)
     if type_name in (_JOINT_STATE, _JOINT_TRAJECTORY) and names is None:
         raise ValueError(f'{key}: expected joint_names for {type_name}, got none')

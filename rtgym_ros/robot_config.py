@@ -18,8 +18,8 @@ from rclpy.qos import QoSProfile
 from rclpy.validate_topic_name import validate_topic_name
 
 from rtgym_ros.config import ROS_DEFAULTS, RTGYM_DEFAULTS
-from rtgym_ros.messages import (compile_reader, compile_writer, FieldReader, FieldWriter,
-                                load_message_type, load_service_type)
+from rtgym_ros.message_types import load_message_type, load_service_type
+from rtgym_ros.messages import compile_reader, compile_writer, FieldReader, FieldWriter
 from rtgym_ros.params_file import load_params_file
 from rtgym_ros.qos import qos_from_config
 

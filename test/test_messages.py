@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from rclpy.serialization import deserialize_message, serialize_message
 from rtgym_ros import messages
+from rtgym_ros.message_types import load_message_type, load_service_type
 from rtgym_ros.messages import (
-    compile_reader, compile_writer, FieldReader, FieldWriter, has_header, load_message_type,
-    load_service_type, message_stamp)
+    compile_reader, compile_writer, FieldReader, FieldWriter, has_header, message_stamp)
 from sensor_msgs.msg import Image, Imu, JointState, LaserScan
 from std_msgs.msg import Float32, Float32MultiArray, Float64, Float64MultiArray, Int32
 from std_srvs.srv import Trigger
