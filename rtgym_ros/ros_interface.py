@@ -7,6 +7,7 @@ config's; the env turns it into a Dict (or keeps rtgym's Tuple).
 """
 
 import threading
+import time
 from typing import Any
 
 import gymnasium.spaces as spaces
@@ -17,6 +18,9 @@ from rtgym_ros.deferred_log import DeferredLog
 from rtgym_ros.interface import RealTimeGymInterface
 from rtgym_ros.robot_config import RobotSpec, ServiceSpec, SignalSpec
 from rtgym_ros.slots import LatestValue, Slot
+
+
+_SERVICE_RETRY = 1.0  # seconds before a service request is sent again
 
 
 class RosInterface(RealTimeGymInterface):
@@ -218,19 +222,26 @@ class RosInterface(RealTimeGymInterface):
             service.function(self._node, **kwargs)
             return
         client = self._clients[id(service)]
+        deadline = time.monotonic() + service.timeout
         if not client.wait_for_service(timeout_sec=service.timeout):
             raise TimeoutError(f'{key}: service {service.service} is not available '
                                f'(waited {service.timeout} s)')
         request = service.service_type.Request()
         if service.data is not None:
             request.data = service.data
-        done = threading.Event()
-        future = client.call_async(request)
-        future.add_done_callback(lambda _: done.set())
-        if not done.wait(service.timeout):
+        # A request sent before the server's reply path is matched (a restarted robot) is
+        # never answered: ask again every second until the bound.
+        while True:
+            done = threading.Event()
+            future = client.call_async(request)
+            future.add_done_callback(lambda _: done.set())
+            remaining = deadline - time.monotonic()
+            if done.wait(max(0.0, min(_SERVICE_RETRY, remaining))):
+                break
             client.remove_pending_request(future)
-            raise TimeoutError(f'{key}: service {service.service} did not answer within '
-                               f'{service.timeout} s')
+            if remaining <= _SERVICE_RETRY:
+                raise TimeoutError(f'{key}: service {service.service} did not answer within '
+                                   f'{service.timeout} s')
         response = future.result()
         if hasattr(response, 'success') and not response.success:
             raise RuntimeError(f'{key}: service {service.service} failed: '

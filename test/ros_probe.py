@@ -107,9 +107,10 @@ class SimProcess:
     """One sim_robot process in a namespace of its own; its output goes to a file."""
 
     def __init__(self, log_dir: Path, *params: str,
-                 config: str = 'config/sim_robot_pendulum.yaml') -> None:
-        self.ns = f'/sim_test_{os.getpid()}_{next(_names)}'
-        self.log_path = log_dir / f'{self.ns.strip("/")}.log'
+                 config: str = 'config/sim_robot_pendulum.yaml',
+                 namespace: str | None = None) -> None:
+        self.ns = namespace or f'/sim_test_{os.getpid()}_{next(_names)}'
+        self.log_path = log_dir / f'{self.ns.strip("/")}_{next(_names)}.log'
         command = [sys.executable, '-m', 'rtgym_ros.nodes.sim_robot', '--ros-args',
                    '--params-file', str(REPO / config), '-r', f'__ns:={self.ns}']
         for param in params:

@@ -10,7 +10,8 @@ import sys
 import time
 
 import pytest
-from ros_probe import CHILD_ENV, die_with_parent, Probe, Recorder, REPO, SimProcess
+from ros_probe import (CHILD_ENV, die_with_parent, Probe, Recorder, REPO, SimProcess,
+                       wait_until)
 from sensor_msgs.msg import JointState
 
 TORQUE = 1.5
@@ -109,3 +110,99 @@ def test_sigkill_is_caught_by_the_robot_side_command_timeout(driven):
     waited = robot.wait_effort(lambda effort: effort == 0.0, since=since, timeout=5.0,
                                what="zero effort from the sim's command timeout")
     assert 0.2 < waited < 3.0  # nobody sent a default: the robot timed the command out
+
+
+@pytest.fixture
+def make_env():
+    envs = []
+
+    def make(namespace: str, **overrides):
+        import gymnasium as gym
+
+        import rtgym_ros  # noqa: F401
+        overrides.setdefault('reset_timeout', 20.0)
+        envs.append(gym.make('rtgym_ros/ros-v1', robot_config=str(REPO / 'config' /
+                                                                   'pendulum_sim.yaml'),
+                             namespace=namespace, **overrides))
+        return envs[-1]
+
+    yield make
+    for env in envs:
+        env.close()
+
+
+def test_robot_killed_and_restarted_is_flagged_then_recovered_on_reset(probe, log_dir,
+                                                                      make_env):
+    import numpy as np
+    sim = SimProcess(log_dir, 'initial_state:=[3.14159, 0.0]')
+    env = make_env(sim.ns)
+    env.reset()
+    zero = np.zeros(1, np.float32)
+    for _ in range(5):
+        _, _, _, _, info = env.step(zero)
+    assert info['stale'] == []
+    sim.stop(signal.SIGKILL)
+    for _ in range(10):  # the env keeps its rhythm; the silent sensor is flagged
+        _, _, _, _, info = env.step(zero)
+    assert info['stale'] == ['joints'] and info['obs_ages']['joints'] > 0.05
+    restarted = SimProcess(log_dir, 'initial_state:=[3.14159, 0.0]', namespace=sim.ns)
+    try:
+        obs, info = env.reset()  # waits (bounded) for the reset service and fresh messages
+        assert info['stale'] == []
+        for _ in range(5):
+            obs, _, _, _, info = env.step(zero)
+        assert info['stale'] == [] and info['obs_ages']['joints'] < 0.05
+    finally:
+        restarted.stop()
+
+
+def test_reset_with_the_robot_gone_fails_within_its_bound(log_dir, make_env):
+    import numpy as np
+    sim = SimProcess(log_dir, 'initial_state:=[3.14159, 0.0]')
+    env = make_env(sim.ns, reset_timeout=2.0)
+    env.reset()
+    env.step(np.zeros(1, np.float32))
+    sim.stop(signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match='reset'):
+        env.reset()
+    assert time.monotonic() - start < 2.0 * 2 + 3.0  # service wait + message wait, bounded
+
+
+BAD_ACTIONS = [
+    ('nan', [float('nan')], 'replaced'), ('inf', [float('inf')], 'replaced'),
+    ('-inf', [-float('inf')], 'replaced'), ('too big', [1e9], 'clipped'),
+    ('too small', [-1e9], 'clipped'), ('int dtype', [1], 'ok'),
+    ('float16', 'f16', 'ok'), ('2 values', [0.1, 0.2], 'error'), ('2-d', [[0.1]], 'error'),
+    ('empty', [], 'error'), ('string', 'abc', 'error'), ('None', None, 'error'),
+    ('object', [object()], 'error'),
+]
+
+
+def test_fuzzed_actions_never_reach_the_robot_as_garbage(probe, log_dir, make_env):
+    import numpy as np
+    from std_msgs.msg import Float64MultiArray
+    sim = SimProcess(log_dir, 'initial_state:=[3.14159, 0.0]', 'command_timeout:=30.0')
+    try:
+        commands = Recorder(probe, Float64MultiArray, f'{sim.ns}/pendulum/effort_command')
+        env = make_env(sim.ns)
+        env.reset()
+        for name, value, expected in BAD_ACTIONS:
+            action = np.array([0.3], np.float16) if value == 'f16' else value
+            if expected == 'error':
+                with pytest.raises(ValueError):
+                    env.step(action)
+            elif expected == 'replaced':
+                with pytest.warns(UserWarning, match='non-finite'):
+                    env.step(action)
+            else:
+                env.step(action)
+        env.close()
+        wait_until(lambda: commands.since(0.0), 5.0, 'the commands')
+        time.sleep(0.3)
+        sent = [list(m.data) for _, m in commands.since(0.0)]
+        assert sent and all(len(v) == 1 and np.isfinite(v[0]) and -2.0 <= v[0] <= 2.0
+                            for v in sent), sent
+        assert [2.0] in sent and [-2.0] in sent  # the clipped ones
+    finally:
+        sim.stop()
