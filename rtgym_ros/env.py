@@ -147,6 +147,11 @@ class RealTimeEnv(gymnasium.Env):
             'time-step: sending the default action')
         self._send_safe_action()
 
+    def _pause_interface(self) -> None:
+        """Executor thread: a paused env is not a stalled agent; the interface stops the robot."""
+        self._watchdog.cancel()
+        self.interface.wait()
+
     def _reset_interface(self, seed: int | None, options: dict | None) -> tuple:
         self._watchdog.cancel()
         return self.interface.reset(seed=seed, options=options)
@@ -290,7 +295,7 @@ class RealTimeEnv(gymnasium.Env):
         self._check_open()
         self._wait_time_step()
         self._schedule.expect_restart()
-        self._runtime.call(self.interface.wait)
+        self._runtime.call(self._pause_interface)
 
     def benchmarks(self) -> dict:
         """Timing statistics (see :mod:`rtgym_ros.benchmark`); needs ``benchmark=True``."""

@@ -327,3 +327,13 @@ def test_no_watchdog_by_default_like_rtgym(make_env):
     env.step(np.array([0.7, 0.7], np.float32))
     time.sleep(0.3)
     assert env.unwrapped.interface.sent[-1].tolist() == pytest.approx([0.7, 0.7])
+
+
+def test_wait_disarms_the_watchdog(make_env):
+    env = make_env(watchdog_timeout=0.1, ep_max_length=3, wait_on_done=True)
+    env.reset()
+    for _ in range(3):
+        env.step(np.array([0.7, 0.7], np.float32))
+    time.sleep(0.4)  # between episodes (after wait()), e.g. a training update
+    assert env.unwrapped.stalls == 0
+    assert env.unwrapped.interface.calls[-1] == 'wait'
