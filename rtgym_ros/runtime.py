@@ -67,8 +67,11 @@ class RosRuntime:
         """The node for subscriptions and service clients, spun by its own thread."""
         if self._io is None:
             name, namespace, overrides = self._node_args
+            # Its clock is never read (slots stamp with the main node's): no /clock
+            # subscription, which would cost a Python wake-up per /clock message.
+            io_overrides = [p for p in overrides if p.name != 'use_sim_time']
             node = Node(f'{name}_io', namespace=namespace, context=self.context,
-                        parameter_overrides=overrides, start_parameter_services=False)
+                        parameter_overrides=io_overrides, start_parameter_services=False)
             executor = SingleThreadedExecutor(context=self.context)
             executor.add_node(node)
             self._io = (node, executor, self._start_spinning(executor, f'rtgym_ros:{name}_io'))
