@@ -12,13 +12,14 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Callable, List
+from typing import Any, Callable, List
 
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
+from rclpy.signals import SignalHandlerOptions
 
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
@@ -36,10 +37,16 @@ def die_with_parent() -> None:
     libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+def wait_until(predicate: Callable[[], Any], timeout: float,
+               what: str | Callable[[], str]) -> Any:
+    """Return the predicate's first truthy value; fail after ``timeout`` s saying ``what``."""
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while True:
+        value = predicate()
+        if value:
+            return value
         if time.monotonic() > deadline:
+            what = what() if callable(what) else what
             raise AssertionError(f'timed out after {timeout} s waiting for {what}')
         time.sleep(0.01)
 
@@ -49,8 +56,9 @@ class Probe:
 
     def __init__(self) -> None:
         self.context = Context()
-        rclpy.init(context=self.context, domain_id=DOMAIN)
-        self.node = Node(f'sim_robot_probe_{os.getpid()}', context=self.context)
+        rclpy.init(context=self.context, domain_id=DOMAIN,
+                   signal_handler_options=SignalHandlerOptions.NO)
+        self.node = Node(f'test_probe_{os.getpid()}_{next(_names)}', context=self.context)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.thread = threading.Thread(target=self._spin, daemon=True)

@@ -22,13 +22,8 @@ import gymnasium as gym
 import gymnasium.spaces as spaces
 import numpy as np
 import pytest
-import rclpy
-from rclpy.context import Context
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.signals import SignalHandlerOptions
-from ros_probe import die_with_parent
+from ros_probe import die_with_parent, Probe, wait_until
 from sensor_msgs.msg import JointState
 from sim_clock import SimClock
 from std_msgs.msg import Float64MultiArray, String
@@ -50,48 +45,9 @@ RATE = 200.0  # JointState Hz of the emulated robots
 _names = itertools.count()
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float,
-               what: str | Callable[[], str]) -> Any:
-    """Return the predicate's first truthy value; fail after ``timeout`` s saying ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            what = what() if callable(what) else what
-            raise AssertionError(f'timed out after {timeout} s waiting for {what}')
-        time.sleep(0.01)
-
-
 def f32(value: float) -> float:
     """Return what the robot receives for a float32 action: the float32 value, widened."""
     return float(np.float32(value))
-
-
-class Probe:
-    """The test's own node, in a private context spun by a daemon thread."""
-
-    def __init__(self) -> None:
-        self.context = Context()
-        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
-        self.node = Node(f'ros_env_probe_{os.getpid()}', context=self.context)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-
-    def _spin(self) -> None:
-        try:
-            self.executor.spin()
-        except ExternalShutdownException:
-            pass
-
-    def close(self) -> None:
-        self.executor.shutdown(timeout_sec=5.0)
-        self.thread.join(timeout=5.0)
-        self.node.destroy_node()
-        self.context.try_shutdown()
 
 
 class Emulator:
