@@ -149,6 +149,7 @@ def main(args: list[str] | None = None) -> int:
         return 2
     records: list[EpisodeRecord] = []
     period = env.time_step_duration
+    status = 0
     try:
         policy = make_policy(str(options['policy']), env, seed=int(options['seed']))
         print(f"agent: policy {options['policy']}, {options['episodes']} episode(s) at "
@@ -161,6 +162,9 @@ def main(args: list[str] | None = None) -> int:
                 print(episode_line(record, period), flush=True)
     except KeyboardInterrupt:
         print('agent: interrupted, stopping the robot', file=sys.stderr)
+    except (TimeoutError, RuntimeError, ValueError) as error:
+        print(f'agent: stopped, the robot got its default action: {error}', file=sys.stderr)
+        status = 1
     finally:
         env.close()
     if records:
@@ -169,7 +173,7 @@ def main(args: list[str] | None = None) -> int:
             write_csv(options['timing_csv'], records, period)
         if options['timing_plot']:
             write_plot(options['timing_plot'], records, period)
-    return 0
+    return status
 
 
 def _raise_on_sigterm() -> None:
