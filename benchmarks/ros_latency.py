@@ -34,6 +34,7 @@ from typing import Any
 import warnings
 
 import numpy as np
+from proc_stats import machine_busy, process_cpu  # noqa: I100 (benchmarks/)
 
 PARTS = ('action', 'image', 'joints')
 WARMUP_STEPS = 20
@@ -129,33 +130,11 @@ class Child:
             self.proc.kill()
 
     def cpu_seconds(self) -> float | None:
-        return _proc_cpu(self.proc.pid)
+        return process_cpu(self.proc.pid)
 
     def unexpected_stderr(self) -> list[str]:
         return [line for line in self.stderr if line.strip() and 'timed out' not in line
                 and line.strip() != 'warnings.warn(message)'][-10:]
-
-
-def _proc_cpu(pid: int, tid: int | None = None) -> float | None:
-    """User + system CPU seconds of a process (or one of its threads) from /proc."""
-    path = f'/proc/{pid}/stat' if tid is None else f'/proc/{pid}/task/{tid}/stat'
-    try:
-        with open(path) as stream:
-            fields = stream.read().rsplit(')', 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
-
-
-def _machine_busy() -> float | None:
-    """Busy CPU seconds of the whole machine so far (Linux /proc/stat)."""
-    try:
-        with open('/proc/stat') as stream:
-            fields = [int(x) for x in stream.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq = (fields + [0] * 7)[:7]
-    return (user + nice + system + irq + softirq) / os.sysconf('SC_CLK_TCK')
 
 
 class ForeignCpu:
@@ -163,7 +142,7 @@ class ForeignCpu:
 
     def __init__(self, helpers: list[Child]) -> None:
         self._helpers = helpers
-        self._busy = _machine_busy()
+        self._busy = machine_busy()
         self._children = self._reaped()
         self._helper_cpu = [h.cpu_seconds() or 0.0 for h in helpers]
         self._own = time.process_time()
@@ -174,7 +153,7 @@ class ForeignCpu:
         return usage.ru_utime + usage.ru_stime
 
     def seconds(self) -> float | None:
-        busy = _machine_busy()
+        busy = machine_busy()
         if busy is None or self._busy is None:
             return None
         ours = (self._reaped() - self._children) + (time.process_time() - self._own)

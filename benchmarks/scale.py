@@ -28,6 +28,7 @@ from typing import Any
 import warnings
 
 import numpy as np
+from proc_stats import machine_busy, process_cpu  # noqa: I100 (benchmarks/)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV_CONFIG = os.path.join(REPO, 'config', 'pendulum_sim.yaml')
@@ -108,7 +109,7 @@ class Child:
             return self.proc.wait(5.0)
 
     def cpu_seconds(self) -> float | None:
-        return _proc_cpu(self.proc.pid)
+        return process_cpu(self.proc.pid)
 
     def rss_mib(self) -> float | None:
         try:
@@ -123,26 +124,6 @@ class Child:
     def unexpected_stderr(self) -> list[str]:
         return [line for line in self.stderr if line.strip() and 'timed out' not in line
                 and '[INFO]' not in line and line.strip() != 'warnings.warn(message)'][-10:]
-
-
-def _proc_cpu(pid: int) -> float | None:
-    """User + system CPU seconds of a process, from /proc/PID/stat."""
-    try:
-        with open(f'/proc/{pid}/stat') as stream:
-            fields = stream.read().rsplit(')', 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
-
-
-def _machine_busy() -> float | None:
-    try:
-        with open('/proc/stat') as stream:
-            fields = [int(x) for x in stream.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq = (fields + [0] * 7)[:7]
-    return (user + nice + system + irq + softirq) / os.sysconf('SC_CLK_TCK')
 
 
 def _progress(text: str) -> None:
@@ -338,14 +319,14 @@ def run_size(size: int, args: argparse.Namespace, env: dict, directory: str) -> 
         envs = _start_envs(prefix, size, env, directory, duration=args.duration)
         sim_cpu = [s.cpu_seconds() for s in sims]
         env_cpu = [e.cpu_seconds() for e in envs]
-        busy, started = _machine_busy(), time.perf_counter()
+        busy, started = machine_busy(), time.perf_counter()
         for child in envs:
             child.send('go')
         envs[0].wait_for('done', args.duration + 60.0)
         wall = time.perf_counter() - started
         sim_pcts = _cpu_pcts(sims, sim_cpu, wall)
         env_proc_pcts = _cpu_pcts(envs, env_cpu, wall)
-        busy_end = _machine_busy()
+        busy_end = machine_busy()
         ours = sum(p * wall / 100.0 for p in sim_pcts + env_proc_pcts)
         foreign = None if busy is None or busy_end is None else busy_end - busy - ours
         results = _collect(envs, args.duration + 120.0)

@@ -2,6 +2,17 @@
 
 import os
 
+import pytest
+
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 # tools/test sets a per-run domain; a bare `pytest` gets one derived from its pid.
 os.environ.setdefault('ROS_DOMAIN_ID', str(1 + os.getpid() % 100))
+
+
+@pytest.fixture(scope='module')
+def probe():
+    """The test's own node (ros_probe.Probe), shared by a module's tests."""
+    from ros_probe import Probe
+    node = Probe()
+    yield node
+    node.close()

@@ -18,13 +18,6 @@ TORQUE = 1.5
 
 
 @pytest.fixture
-def probe():
-    node = Probe()
-    yield node
-    node.close()
-
-
-@pytest.fixture
 def log_dir(tmp_path):
     return tmp_path
 

@@ -122,13 +122,6 @@ class Robot:
 
 
 @pytest.fixture(scope='module')
-def probe():
-    probe = Probe()
-    yield probe
-    probe.close()
-
-
-@pytest.fixture(scope='module')
 def emulator(probe, tmp_path_factory):
     emulator = Emulator(probe, tmp_path_factory.mktemp('emulator'))
     yield emulator

@@ -95,13 +95,6 @@ class Robot:
 
 
 @pytest.fixture(scope='module')
-def probe():
-    probe = Probe()
-    yield probe
-    probe.close()
-
-
-@pytest.fixture(scope='module')
 def log_dir(tmp_path_factory):
     return tmp_path_factory.mktemp('sim_robot')
 

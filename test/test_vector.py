@@ -4,20 +4,12 @@ import functools
 
 import gymnasium as gym
 import numpy as np
-import pytest
-from ros_probe import Probe, Recorder, REPO, SimProcess, wait_until
+from ros_probe import Recorder, REPO, SimProcess, wait_until
 from sensor_msgs.msg import JointState
 
 from rtgym_ros.ros_env import RosEnv
 
 CONFIG = str(REPO / 'config' / 'pendulum_sim.yaml')
-
-
-@pytest.fixture
-def probe():
-    node = Probe()
-    yield node
-    node.close()
 
 
 def test_async_vector_env_with_spawn_drives_each_robot_separately(probe, tmp_path):
