@@ -103,12 +103,24 @@ class RealTimeEnv(gymnasium.Env):
             schedule=self._schedule, timer=self._timer,
             send_control=self._send_control, capture=self._capture,
             on_start=self._on_step_start, on_error=self._send_safe_action,
-            on_complete=self._arm_watchdog, bench=self.bench if self.benchmark else None)
+            on_complete=self._arm_watchdog, bench=self.bench if self.benchmark else None,
+            handover_wait=self._handover_wait())
         self._jump_handle = node.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1),
                           on_clock_change=False),
             post_callback=self._on_clock_jump)
         return interface
+
+    def _handover_wait(self) -> float:
+        """How long the executor thread waits for the next action itself after t_end.
+
+        As long as the step may still start on time; never under sim time, where the
+        executor must keep processing /clock.
+        """
+        if self.config.use_sim_time:
+            return 0.0
+        cfg = self.config
+        return min(cfg.time_step_duration * (1.0 + cfg.time_step_timeout_factor), 0.1)
 
     def _send_control(self, action: Any) -> None:
         self._watchdog.cancel()
@@ -186,8 +198,7 @@ class RealTimeEnv(gymnasium.Env):
 
     def _run_time_step(self, action: Any) -> None:
         self._ts_running = True
-        self._runner.prepare()
-        self._runtime.post(self._runner.start, action)
+        self._runner.hand_over(action, self._runtime.post)
 
     def _format_obs(self, obs: tuple) -> Any:
         """The rtgym tuple as the user gets it; subclasses may change the layout."""
@@ -240,6 +251,7 @@ class RealTimeEnv(gymnasium.Env):
             self.init_action_buffer()
         elif not self.last_act_on_reset:
             self.act_buf[-1] = self.default_action
+        self._runner.release()
         obs, info = self._runtime.call(self._reset_interface, seed, options)
         if self.act_in_obs:
             obs = list(obs) + list(self.act_buf)
@@ -277,6 +289,7 @@ class RealTimeEnv(gymnasium.Env):
         if not (terminated or truncated):
             self._run_time_step(action)
         else:
+            self._runner.release()
             self.running = False
             if self.wait_on_done:
                 self.wait()
@@ -295,6 +308,7 @@ class RealTimeEnv(gymnasium.Env):
         self._check_open()
         self._wait_time_step()
         self._schedule.expect_restart()
+        self._runner.release()
         self._runtime.call(self._pause_interface)
 
     def benchmarks(self) -> dict:
@@ -310,6 +324,7 @@ class RealTimeEnv(gymnasium.Env):
         self._check_open()
         if join_thread:
             self._wait_time_step()
+        self._runner.release()
         return self._runtime.call(self.interface.render)
 
     def set_default_action(self, default_action: Any) -> None:
@@ -345,6 +360,7 @@ class RealTimeEnv(gymnasium.Env):
         runtime = self._runtime
         try:
             if runtime.alive() and hasattr(self, '_runner'):
+                self._runner.release()
                 runtime.call(self._shutdown_interface, timeout=_CLOSE_TIMEOUT)
         except Exception as error:
             runtime.logger.error(f'error while closing the interface: {error!r}')

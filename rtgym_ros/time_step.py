@@ -4,6 +4,11 @@ Start: send the action, place the step on the schedule, arm a deadline for ``t_c
 ``t_co``: capture the observation, arm a deadline for ``t_end``. At ``t_end``: signal the
 user's thread, which is waiting in ``step()``. An exception in any of these is kept for the
 user's thread to re-raise, and the robot is sent its safe action.
+
+Hand-over: right after a time-step completes, the executor thread itself waits a short while
+for the next action (a plain event, tens of microseconds) instead of going back to the
+executor's loop and being woken through it (hundreds); if the action comes later, it is posted
+to the executor as a task.
 """
 
 import contextlib
@@ -16,6 +21,9 @@ from rtgym_ros.clock import ElasticSchedule, StepOutcome
 from rtgym_ros.deadline import DeadlineTimer
 
 
+_MAX_CHAIN = 0.05  # s of back-to-back steps before the executor gets a turn (other timers)
+
+
 class TimeStepRunner:
     """Drives the schedule with a :class:`DeadlineTimer`; one time-step at a time."""
 
@@ -23,7 +31,7 @@ class TimeStepRunner:
                  send_control: Callable[[Any], None], capture: Callable[[], None],
                  on_start: Callable[[StepOutcome], None], on_error: Callable[[], None],
                  on_complete: Callable[[], None] = lambda: None,
-                 bench: PolyakBenchmark | None = None) -> None:
+                 bench: PolyakBenchmark | None = None, handover_wait: float = 0.0) -> None:
         self.schedule = schedule
         self._timer = timer
         self._send_control = send_control
@@ -35,13 +43,59 @@ class TimeStepRunner:
         self.done = threading.Event()
         self.done.set()
         self.error: BaseException | None = None
+        self.handover_wait = handover_wait
+        self._handover_lock = threading.Lock()
+        self._action_ready = threading.Event()
+        self._waiting_for_action = False
+        self._next_action: tuple | None = None
+        self._pending_start: tuple | None = None
+        self._chain_started: float | None = None
 
     def prepare(self) -> None:
         """User thread, before posting :meth:`start`: the step is now running."""
         self.done.clear()
 
+    def hand_over(self, action: Any, post: Callable[..., None]) -> None:
+        """User thread: start the next time-step with ``action`` (directly, or as a task)."""
+        self.prepare()
+        with self._handover_lock:
+            if self._waiting_for_action:
+                self._next_action = (action,)
+                self._action_ready.set()
+                return
+        post(self.start, action)
+
+    def release(self) -> None:
+        """User thread: no action is coming now; let the executor thread go back to work."""
+        self._action_ready.set()
+
+    def _wait_for_next_action(self) -> None:
+        """Executor thread, at t_end: start the next time-step here if its action comes soon."""
+        self._action_ready.wait(self.handover_wait)
+        with self._handover_lock:
+            self._waiting_for_action = False
+            pending, self._next_action = self._next_action, None
+        if pending is not None:
+            self.start(pending[0])
+
     def start(self, action: Any) -> None:
-        """Executor thread: send ``action`` and start the time-step."""
+        """Executor thread: send ``action`` and start the time-step.
+
+        Deadlines already past fire at once, so a start can lead, through capture and
+        completion, to the next hand-over and start: those run in this loop, not nested.
+        """
+        self._pending_start = (action,)
+        if self._chain_started is not None:
+            return  # an outer start() is looping: it picks this one up
+        self._chain_started = time.monotonic()
+        try:
+            while self._pending_start is not None:
+                (action,), self._pending_start = self._pending_start, None
+                self._start_one(action)
+        finally:
+            self._chain_started = None
+
+    def _start_one(self, action: Any) -> None:
         with self._guard():
             if self._bench:
                 self._bench.start_send_control_time()
@@ -61,12 +115,23 @@ class TimeStepRunner:
             self._timer.arm(self.schedule.t_end, self._complete)
 
     def _complete(self) -> None:
+        # Listen for the next action before releasing step(): an action handed over from now
+        # on comes to this thread directly, none can slip into the executor's task queue.
+        listening = self.handover_wait > 0.0 and (
+            self._chain_started is None
+            or time.monotonic() - self._chain_started < _MAX_CHAIN)
+        if listening:
+            with self._handover_lock:
+                self._waiting_for_action = True
+                self._action_ready.clear()
         self.done.set()
         # Hand the GIL to the user's thread now, waiting in step(), rather than after the
         # executor's next round of Python bookkeeping: halves capture-to-return latency.
         time.sleep(0)
         with self._guard():
             self._on_complete()
+        if listening:
+            self._wait_for_next_action()
 
     def on_clock_jump(self, delta: float) -> None:
         """Executor thread: the clock jumped by ``delta`` s; keep the step's phase, no hang."""

@@ -1,5 +1,8 @@
 """The time-step runner on a fake deadline timer: order of calls, capture instants, errors."""
 
+import queue
+import threading
+
 import pytest
 
 from rtgym_ros.benchmark import PolyakBenchmark
@@ -160,3 +163,47 @@ def test_benchmark_hooks_are_called():
     assert stats['time_step_duration'][0] is not None
     assert stats['get_obs_duration'][0] is not None
     assert stats['send_control_duration'][0] is not None
+
+
+def test_hand_over_chains_thousands_of_steps_without_recursion():
+    """With deadlines always past (1 kHz, lead > T), each completion takes the next action
+    directly: the chain must loop, not nest."""
+    timer = FakeDeadlineTimer(10.0)
+    schedule = ElasticSchedule(time_step_duration=T, start_obs_capture=T,
+                               time_step_timeout_factor=1e9)
+    schedule.initialize(10.0)
+    recorder = Recorder(timer)
+    runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=recorder.send,
+                            capture=recorder.capture, on_start=recorder.outcomes.append,
+                            on_error=recorder.safe, handover_wait=1.0)
+    tasks = queue.Queue()  # the executor's task queue, served below by this thread
+    count = 2000
+
+    def agent():
+        for index in range(1, count):
+            assert runner.done.wait(5.0)
+            runner.hand_over(index, lambda function, action: tasks.put((function, action)))
+        assert runner.done.wait(5.0)
+        runner.release()
+
+    thread = threading.Thread(target=agent)
+    timer.time = 10.0 + 1e6  # every deadline is already past
+    runner.prepare()
+    thread.start()
+    runner.start(0)
+    while thread.is_alive() or not tasks.empty():
+        try:
+            function, action = tasks.get(timeout=0.1)
+        except queue.Empty:
+            continue
+        function(action)  # the executor's turn: a posted start (after a long chain)
+    sent = [action for event, action, _ in recorder.events if event == 'send']
+    assert runner.error is None
+    assert sent == list(range(count))  # all started, in order, none lost, no recursion
+
+
+def test_hand_over_posts_when_the_executor_is_not_listening():
+    runner, _, recorder = make()
+    posted = []
+    runner.hand_over('a', lambda function, action: posted.append((function, action)))
+    assert posted == [(runner.start, 'a')] and not runner.done.is_set()
