@@ -27,7 +27,7 @@ setup(
     zip_safe=True,
     maintainer='rtgym_ros developers',
     maintainer_email='dev@rtgym-ros.invalid',
-    description='Real-time Gymnasium environments on ROS 2 (rtgym elastic time-step on ROS timers).',
+    description='Real-time Gymnasium envs on ROS 2 (rtgym elastic time-step on ROS timers).',
     license='MIT',
     entry_points={
         'console_scripts': [

@@ -395,4 +395,3 @@ def close_all() -> None:
     """Close every env still open (at interpreter exit, before rclpy's own teardown)."""
     for env in list(_live_envs):
         env.close()
-

@@ -83,7 +83,7 @@ class RosEnv(RealTimeEnv):
                 self.rejected_actions += 1
                 raise ValueError(f'action {values.tolist()} is outside the bounds '
                                  f'[{space.low.tolist()}, {space.high.tolist()}] '
-                                 "(action_policy: reject)")
+                                 '(action_policy: reject)')
             values = np.clip(values, space.low, space.high)
         return values.astype(np.float32)
 
@@ -108,4 +108,3 @@ class RosEnv(RealTimeEnv):
         if diagnostics is not None:
             diagnostics.destroy()
         super()._shutdown_interface()
-

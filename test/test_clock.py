@@ -130,7 +130,8 @@ def test_shift_moves_every_boundary():
     assert after == pytest.approx(tuple(t - 42.0 for t in before))
 
 
-def simulate(schedule: ElasticSchedule, agent_delays: list[float]) -> list[tuple[float, StepStart]]:
+def simulate(schedule: ElasticSchedule,
+             agent_delays: list[float]) -> list[tuple[float, StepStart]]:
     """Play an agent against the schedule: capture at max(now, t_co), done at max(now, t_end).
 
     Each step the agent returns ``delay`` seconds after the time-step completed.

@@ -114,9 +114,9 @@ def make_env():
 
         import rtgym_ros  # noqa: F401
         overrides.setdefault('reset_timeout', 20.0)
-        envs.append(gym.make('rtgym_ros/ros-v1', robot_config=str(REPO / 'config' /
-                                                                   'pendulum_sim.yaml'),
-                             namespace=namespace, **overrides))
+        config = str(REPO / 'config' / 'pendulum_sim.yaml')
+        envs.append(gym.make('rtgym_ros/ros-v1', robot_config=config, namespace=namespace,
+                             **overrides))
         return envs[-1]
 
     yield make
@@ -124,8 +124,8 @@ def make_env():
         env.close()
 
 
-def test_robot_killed_and_restarted_is_flagged_then_recovered_on_reset(probe, log_dir,
-                                                                      make_env):
+def test_robot_killed_and_restarted_is_flagged_then_recovered_on_reset(
+        probe, log_dir, make_env):
     import numpy as np
     sim = SimProcess(log_dir, 'initial_state:=[3.14159, 0.0]')
     env = make_env(sim.ns)
