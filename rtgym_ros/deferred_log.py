@@ -6,6 +6,7 @@ time-step path only counts and keeps the last text; a timer writes one line per 
 the count, at most once a period.
 """
 
+import inspect
 import threading
 
 from rclpy.node import Node
@@ -20,6 +21,9 @@ class DeferredLog:
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[int, str]] = {}
         self._timer = node.create_timer(period, self.flush)
+        # The logger's first call maps every loaded module to its file (inspect.getmodule) and
+        # reads this file's source (linecache): ~30 ms. Pay that here, not in a later flush.
+        inspect.getframeinfo(inspect.currentframe())
 
     def warning(self, kind: str, message: str) -> None:
         """Cheap: safe to call on the time-step path."""

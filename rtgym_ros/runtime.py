@@ -58,8 +58,6 @@ class RosRuntime:
         self._closed = False
         self._node_args = (node_name, namespace, overrides)
         self._io: tuple[Node, SingleThreadedExecutor, threading.Thread] | None = None
-        # rclpy's logger scans every loaded module on its first call (tens of ms): pay it now.
-        self.node.get_logger().debug('runtime started')
         self._thread = self._start_spinning(self.executor, f'rtgym_ros:{node_name}')
 
     @property
