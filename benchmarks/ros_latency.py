@@ -34,7 +34,7 @@ from typing import Any
 import warnings
 
 import numpy as np
-from proc_stats import machine_busy, process_cpu  # noqa: I100 (benchmarks/)
+from bench_support import bench_environment, machine_busy, process_cpu  # noqa: I100
 
 PARTS = ('action', 'image', 'joints')
 WARMUP_STEPS = 20
@@ -60,15 +60,6 @@ BUSY_LOAD = 0.5
 
 
 # -- processes ---------------------------------------------------------------------------------
-
-def _bench_environment() -> dict[str, str]:
-    """Children share one private domain (from this process's pid) and stay on this host."""
-    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST',
-               ROS_DOMAIN_ID=os.environ.get('RTGYM_BENCH_DOMAIN_ID',
-                                            str(1 + os.getpid() % 200)))
-    env.setdefault('OPENBLAS_NUM_THREADS', '1')
-    env.setdefault('OMP_NUM_THREADS', '1')
-    return env
 
 
 class Child:
@@ -926,7 +917,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     if args.role:
         return ROLES[args.role](json.loads(args.options))
-    env = _bench_environment()
+    env = bench_environment()
     load_before = os.getloadavg()[0]
     _progress(f"parts {' '.join(args.parts)}, domain {env['ROS_DOMAIN_ID']}, load average "
               f'before: {load_before:.2f}')

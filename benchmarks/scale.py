@@ -28,7 +28,7 @@ from typing import Any
 import warnings
 
 import numpy as np
-from proc_stats import machine_busy, process_cpu  # noqa: I100 (benchmarks/)
+from bench_support import bench_environment, machine_busy, process_cpu  # noqa: I100
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV_CONFIG = os.path.join(REPO, 'config', 'pendulum_sim.yaml')
@@ -44,15 +44,6 @@ START_TIMEOUT = 60.0
 
 
 # -- processes -----------------------------------------------------------------------------------
-
-def _bench_environment() -> dict[str, str]:
-    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST',
-               ROS_DOMAIN_ID=os.environ.get('RTGYM_BENCH_DOMAIN_ID',
-                                            str(1 + os.getpid() % 200)))
-    env.setdefault('OPENBLAS_NUM_THREADS', '1')
-    env.setdefault('OMP_NUM_THREADS', '1')
-    env['PYTHONPATH'] = os.pathsep.join(p for p in (REPO, env.get('PYTHONPATH')) if p)
-    return env
 
 
 class Child:
@@ -520,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.role == 'env':
         return role_env(json.loads(args.options))
     import tempfile
-    env = _bench_environment()
+    env = bench_environment()
     load_before = os.getloadavg()[0]
     mode = f'soak {args.soak:g} min' if args.soak else f"sizes {' '.join(map(str, args.sizes))}"
     _progress(f"{mode}, domain {env['ROS_DOMAIN_ID']}, load average before: {load_before:.2f}")

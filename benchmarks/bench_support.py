@@ -1,6 +1,20 @@
-"""CPU accounting from Linux /proc, shared by the benchmarks."""
+"""What the benchmarks share: the children's environment and CPU accounting from /proc."""
 
 import os
+from pathlib import Path
+
+REPO = str(Path(__file__).resolve().parents[1])
+
+
+def bench_environment() -> dict[str, str]:
+    """Children share one private domain (from this process's pid) and stay on this host."""
+    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST',
+               ROS_DOMAIN_ID=os.environ.get('RTGYM_BENCH_DOMAIN_ID',
+                                            str(1 + os.getpid() % 200)))
+    env.setdefault('OPENBLAS_NUM_THREADS', '1')
+    env.setdefault('OMP_NUM_THREADS', '1')
+    env['PYTHONPATH'] = os.pathsep.join(p for p in (REPO, env.get('PYTHONPATH')) if p)
+    return env
 
 
 def process_cpu(pid: int, tid: int | None = None) -> float | None:
