@@ -190,7 +190,6 @@ class RosInterface(RealTimeGymInterface):
         if self.paused and self.spec.unpause is not None:
             self._call(self.spec.unpause, key='unpause')
         self.paused = False
-        since = self.now()
         if self.spec.reset is not None:
             self._call(self.spec.reset, key='reset', seed=seed, options=options)
             since = self.now()
@@ -201,13 +200,14 @@ class RosInterface(RealTimeGymInterface):
         return self._read_slots(info), info
 
     def _wait_for_first_messages(self, since: float) -> None:
+        """One reset_timeout for all slots together, not one each."""
         timeout = self.spec.options['reset_timeout']
-        silent = [slot for slot in self.slots
-                  if not slot.wait_newer_than(since, timeout=timeout)]
+        deadline = time.monotonic() + timeout
+        silent = [spec.topic for slot, spec in zip(self.slots, self.spec.observations)
+                  if not slot.wait_newer_than(since, timeout=max(0.0,
+                                                                 deadline - time.monotonic()))]
         if silent:
-            topics = ', '.join(spec.topic for slot, spec in zip(self.slots, self.spec.observations)
-                               if slot in silent)
-            raise TimeoutError(f'reset: no message on {topics} within reset_timeout '
+            raise TimeoutError(f'reset: no message on {", ".join(silent)} within reset_timeout '
                                f'{timeout} s; is the robot (or simulator) running?')
 
     def wait(self) -> None:
