@@ -180,6 +180,7 @@ def test_fuzzed_actions_never_reach_the_robot_as_garbage(probe, log_dir, make_en
         commands = Recorder(probe, Float64MultiArray, f'{sim.ns}/pendulum/effort_command')
         env = make_env(sim.ns)
         env.reset()
+        commands.wait_matched()  # or the first actions may be sent before the probe hears them
         for name, value, expected in BAD_ACTIONS:
             action = np.array([0.3], np.float16) if value == 'f16' else value
             if expected == 'error':
