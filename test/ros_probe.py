@@ -95,11 +95,6 @@ class Recorder:
         with self._lock:
             self._items.append((time.monotonic(), msg))
 
-    def wait_matched(self, timeout: float = 10.0) -> None:
-        """Block until a publisher is matched: DDS discovery is not instant under load."""
-        wait_until(lambda: self.sub.get_publisher_count() > 0, timeout,
-                   f'a publisher on {self.sub.topic_name}')
-
     def since(self, start: float) -> List[tuple]:
         with self._lock:
             return [item for item in self._items if item[0] >= start]

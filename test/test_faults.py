@@ -180,7 +180,10 @@ def test_fuzzed_actions_never_reach_the_robot_as_garbage(probe, log_dir, make_en
         commands = Recorder(probe, Float64MultiArray, f'{sim.ns}/pendulum/effort_command')
         env = make_env(sim.ns)
         env.reset()
-        commands.wait_matched()  # or the first actions may be sent before the probe hears them
+        # DDS discovery is not instant: step a marker action until the probe hears it both ways.
+        wait_until(lambda: (env.step(np.array([0.5], np.float32))
+                            and any(list(m.data) == [0.5] for _, m in commands.since(0.0))),
+                   10.0, 'the probe to hear the env')
         for name, value, expected in BAD_ACTIONS:
             action = np.array([0.3], np.float16) if value == 'f16' else value
             if expected == 'error':
