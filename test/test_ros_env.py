@@ -30,7 +30,7 @@ from std_msgs.msg import Float64MultiArray, String
 import yaml
 
 import rtgym_ros  # noqa: F401  (registers rtgym_ros/ros-v1)
-from rtgym_ros.runtime import RosRuntime
+from rtgym_ros.runtime import IO_EXECUTOR_VARIABLE, RosRuntime
 
 REPO = Path(__file__).resolve().parents[1]
 EMULATOR = Path(__file__).resolve().parent / 'robot_emulator.py'
@@ -383,6 +383,45 @@ def test_close_is_prompt_when_shutdown_races_the_executor_thread():
     assert took < 1.0 and not runtime._thread.is_alive(), f'close() took {took:.2f} s'
 
 
+@pytest.mark.parametrize('choice', ['events', 'single'])
+def test_io_node_receives_and_calls_services_with_either_executor(monkeypatch, choice):
+    from std_srvs.srv import Trigger
+    monkeypatch.setenv(IO_EXECUTOR_VARIABLE, choice)
+    runtime = RosRuntime(node_name=f'ros_env_io_{choice}_{os.getpid()}',
+                         namespace=f'/io_{choice}_{os.getpid()}')
+    try:
+        received = []
+        io_node = runtime.io_node
+        expected = 'EventsExecutor' if choice == 'events' else 'SingleThreadedExecutor'
+        assert type(runtime._io[1]).__name__ == expected
+        io_node.create_subscription(String, 'chatter', received.append, 10)
+        client = io_node.create_client(Trigger, 'ask')
+        publisher = runtime.call(lambda: runtime.node.create_publisher(String, 'chatter', 10))
+        runtime.call(lambda: runtime.node.create_service(
+            Trigger, 'ask', lambda _, response: Trigger.Response(success=True, message='hi')))
+        wait_until(lambda: publisher.publish(String(data='x')) or received, 10.0, 'a message')
+        wait_until(client.service_is_ready, 10.0, 'the service')
+        future = client.call_async(Trigger.Request())
+        wait_until(future.done, 5.0, 'the answer')
+        assert future.result().message == 'hi'
+    finally:
+        start = time.monotonic()
+        runtime.close(timeout=2.0)
+    assert time.monotonic() - start < 2.0
+    assert not any(t.name.startswith(f'rtgym_ros:ros_env_io_{choice}')
+                   for t in threading.enumerate())
+
+
+def test_unknown_io_executor_is_refused_by_name(monkeypatch):
+    monkeypatch.setenv(IO_EXECUTOR_VARIABLE, 'multi')
+    runtime = RosRuntime(node_name=f'ros_env_io_bad_{os.getpid()}')
+    try:
+        with pytest.raises(ValueError, match=f"{IO_EXECUTOR_VARIABLE}.*'multi'"):
+            runtime.io_node
+    finally:
+        runtime.close()
+
+
 def test_nan_action_publishes_the_default_with_a_warning(spawn, make_env):
     robot = spawn()
     env = make_env(robot)
@@ -618,9 +657,9 @@ def test_emulator_command_line_robot_and_sigint(probe, tmp_path):
                                 preexec_fn=die_with_parent)
     try:
         wait_until(lambda: states, 30.0, f'a JointState from the emulator at {ns}')
-        wait_until(publisher.get_subscription_count, 30.0, 'the emulator to subscribe')
-        publisher.publish(Float64MultiArray(data=[0.5, -0.5]))
-        wait_until(lambda: states[-1].position.tolist() == [0.5, -0.5], 5.0,
+        # Re-sent until heard: a matched writer does not mean the reader has matched it yet.
+        wait_until(lambda: (publisher.publish(Float64MultiArray(data=[0.5, -0.5]))
+                            or states[-1].position.tolist() == [0.5, -0.5]), 30.0,
                    'the command in the JointState')
         assert states[-1].velocity.tolist() == [1.0, 1.0]
         entry = json.loads(log.read_text().splitlines()[0])
