@@ -70,7 +70,7 @@ class RosRuntime:
             io_overrides = [p for p in overrides if p.name != 'use_sim_time']
             node = Node(f'{name}_io', namespace=namespace, context=self.context,
                         parameter_overrides=io_overrides, start_parameter_services=False)
-            executor = _io_executor(self.context)
+            executor = io_executor(self.context)
             executor.add_node(node)
             self._io = (node, executor, self._start_spinning(executor, f'rtgym_ros:{name}_io'))
         return self._io[0]
@@ -191,12 +191,13 @@ IO_EXECUTOR_VARIABLE = 'RTGYM_ROS_IO_EXECUTOR'
 IO_EXECUTORS = ('events', 'single')
 
 
-def _io_executor(context: Context) -> Executor:
+def io_executor(context: Context) -> Executor:
     """rclpy's C++ events executor where it exists: about 2.5x less CPU per message.
 
-    Only the io node uses it: it holds subscriptions and service clients, no timers (the
-    events executor of the kilted wheels does not fire timers). ``RTGYM_ROS_IO_EXECUTOR=single``
-    falls back to rclpy's Python executor.
+    Only for nodes without timers (the events executor of the kilted wheels does not fire
+    them): the env's io node (subscriptions, service clients) and ``sim_robot``.
+    ``RTGYM_ROS_IO_EXECUTOR=single`` falls back to rclpy's Python executor. Drive it with
+    ``spin_once(timeout_sec=...)``: its ``spin()`` busy-waits a whole core in those wheels.
     """
     choice = os.environ.get(IO_EXECUTOR_VARIABLE, 'events').strip() or 'events'
     if choice not in IO_EXECUTORS:

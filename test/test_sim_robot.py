@@ -245,6 +245,23 @@ def test_sigint_ends_it_cleanly(pendulum):
     assert 'terminate called' not in output and 'Traceback' not in output, output
 
 
+def test_second_sigint_during_teardown_is_harmless(probe, log_dir):
+    # Under ros2 launch a terminal's Ctrl-C arrives twice: from the terminal and from launch.
+    sim = SimProcess(log_dir)
+    states = Recorder(probe, JointState, f'{sim.ns}/pendulum/joint_states')
+    try:
+        states.wait_for(lambda m: True, since=0.0, timeout=30.0, what='a first JointState')
+        sim.proc.send_signal(signal.SIGINT)
+        time.sleep(0.02)
+        code, seconds = sim.stop(signal.SIGINT)
+    finally:
+        probe.node.destroy_subscription(states.sub)
+        sim.stop(signal.SIGKILL)
+    output = sim.output()
+    assert code == 0, output
+    assert 'terminate called' not in output and 'Traceback' not in output, output
+
+
 # ------------------------------------------------------------------ sim time
 
 def clock_slope(robot: Robot, seconds: float) -> Optional[float]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from rtgym_ros.nodes.signals import ignore_stop_signals
 from rtgym_ros.policies import make_policy
 from rtgym_ros.ros_args import read_node_parameters
 from rtgym_ros.ros_env import RosEnv
@@ -166,6 +167,7 @@ def main(args: list[str] | None = None) -> int:
         print(f'agent: stopped, the robot got its default action: {error}', file=sys.stderr)
         status = 1
     finally:
+        ignore_stop_signals()  # a second Ctrl-C must not cut the robot's stop short
         env.close()
     if records:
         print('\n' + summary_table(records, period))

@@ -10,8 +10,10 @@ stop, as a robot-side controller would.
 
 Two time bases:
 
-* wall time (``publish_clock: false``): physics runs on a ROS timer at ``physics_rate`` and
-  integrates the elapsed node-clock time in fixed sub-steps; stamps come from the node clock.
+* wall time (``publish_clock: false``): a thread ticks at ``timer_rate`` on the steady clock and
+  integrates the node-clock time elapsed since the last tick in fixed ``1/physics_rate``
+  sub-steps; stamps come from the node clock (``use_sim_time`` makes it follow someone else's
+  /clock, and a paused /clock pauses the physics).
 * sim time (``publish_clock: true``): the node owns the clock. One thread advances the physics
   by exactly ``1/physics_rate`` per step, publishes rosgraph_msgs/Clock on /clock at
   ``clock_rate`` (sim Hz) and paces itself to ``real_time_factor`` times wall time (0: as fast
@@ -36,17 +38,20 @@ import numpy as np
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
+from rclpy.signals import SignalHandlerOptions
 from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool, Trigger
 
+from rtgym_ros.nodes.signals import ignore_stop_signals, STOP_SIGNALS
+from rtgym_ros.runtime import io_executor
 from rtgym_ros.sim import make_model, MODELS
 
 NODE_NAME = 'sim_robot'
@@ -161,7 +166,6 @@ class SimRobot(Node):
         self._stop_event = threading.Event()
         self._wake = threading.Event()
         self._loop_thread: Optional[threading.Thread] = None
-        self._timer = None
         self.failure: Optional[BaseException] = None
 
         max_effort = values['max_effort'] or None
@@ -184,8 +188,8 @@ class SimRobot(Node):
             raise ValueError(
                 f'clock_rate must be <= physics_rate ({physics_rate} Hz), got {clock_rate}')
 
-        # An rclpy timer costs ~0.4 ms of executor time per call, so a 1 kHz timer alone would
-        # take a third of a core; fixed sub-steps keep the physics at physics_rate regardless.
+        # Ticking costs CPU at any rate, so a 1 kHz tick is not needed for 1 kHz physics: fixed
+        # sub-steps keep the physics at physics_rate whatever timer_rate is.
         timer_rate = values['timer_rate'] or min(physics_rate, 250.0)
         if not self._sim_time and timer_rate > physics_rate:
             raise ValueError(
@@ -247,19 +251,19 @@ class SimRobot(Node):
     # ---------------------------------------------------------------- lifecycle
 
     def start(self) -> None:
-        """Start the physics: a wall-time ROS timer, or the sim-time loop thread."""
-        if self._timer is not None or self._loop_thread is not None:
+        """Start the physics thread: the sim-time loop, or the wall-time ticker."""
+        if self._loop_thread is not None:
             return
         if self._sim_time:
-            self._loop_thread = threading.Thread(
-                target=self._run_sim_loop, name='sim_robot_loop', daemon=True)
-            self._loop_thread.start()
+            loop = self._run_sim_loop
         else:
             with self._lock:
                 self._t = self.get_clock().now().nanoseconds  # start-up time is not lag
                 self._restart_schedule()
-            self._timer = self.create_timer(
-                self._timer_period, self._guarded(self._on_physics_timer))
+            loop = self._run_wall_loop
+        self._loop_thread = threading.Thread(
+            target=self._guarded(loop), name='sim_robot_physics', daemon=True)
+        self._loop_thread.start()
 
     def stop(self) -> None:
         """Stop the physics and join the sim-time loop; harmless to call twice."""
@@ -268,9 +272,6 @@ class SimRobot(Node):
         if self._loop_thread is not None:
             self._loop_thread.join(timeout=5.0)
             self._loop_thread = None
-        if self._timer is not None:
-            self.destroy_timer(self._timer)
-            self._timer = None
 
     def destroy_node(self) -> None:
         """Stop the physics first, so nothing publishes on a destroyed node."""
@@ -341,7 +342,23 @@ class SimRobot(Node):
         for publisher, msg in out:
             publisher.publish(msg)
 
-    def _on_physics_timer(self) -> None:
+    def _run_wall_loop(self) -> None:
+        """Wall time: tick at timer_rate; missed ticks are skipped, not replayed.
+
+        A thread rather than a ROS timer: an rclpy executor wake-up costs ~0.3 ms of CPU, a
+        thread's sleep a few µs; and a node without timers can be spun by the events executor.
+        """
+        period_ns = _ns(self._timer_period)
+        next_tick = time.monotonic_ns()
+        while not self._stop_event.is_set():
+            self._tick()
+            next_tick += period_ns
+            now = time.monotonic_ns()
+            if next_tick <= now:
+                next_tick = now + period_ns
+            self._stop_event.wait((next_tick - now) / 1e9)
+
+    def _tick(self) -> None:
         """Wall time: integrate the node-clock time elapsed since the last tick."""
         now = self.get_clock().now().nanoseconds
         out: List[Tuple[Any, Any]] = []
@@ -362,49 +379,43 @@ class SimRobot(Node):
 
     def _run_sim_loop(self) -> None:
         """Sim time: step by dt, paced to real_time_factor against the steady wall clock."""
-        try:
-            anchor_wall = anchor_sim = 0
-            while not self._stop_event.is_set():
-                with self._lock:
-                    paused, rtf = self._paused, self._rtf
-                    if self._reanchor:
-                        anchor_wall, anchor_sim = time.monotonic_ns(), self._t
-                        self._reanchor = False
-                    t = self._t
-                if paused:
-                    self._wake.wait(0.1)
-                    self._wake.clear()
+        anchor_wall = anchor_sim = 0
+        while not self._stop_event.is_set():
+            with self._lock:
+                paused, rtf = self._paused, self._rtf
+                if self._reanchor:
+                    anchor_wall, anchor_sim = time.monotonic_ns(), self._t
+                    self._reanchor = False
+                t = self._t
+            if paused:
+                self._wake.wait(0.1)
+                self._wake.clear()
+                continue
+            if rtf == 0.0:
+                steps = _CHUNK
+            else:
+                now = time.monotonic_ns()
+                target = anchor_sim + int((now - anchor_wall) * rtf)
+                if target - t > _MAX_LAG_S * 1e9 * rtf:
+                    self.get_logger().warning(
+                        f'cannot keep up with real_time_factor {rtf:g}; running slower',
+                        throttle_duration_sec=5.0)
+                    anchor_wall, anchor_sim = now, t
                     continue
-                if rtf == 0.0:
-                    steps = _CHUNK
-                else:
-                    now = time.monotonic_ns()
-                    target = anchor_sim + int((now - anchor_wall) * rtf)
-                    if target - t > _MAX_LAG_S * 1e9 * rtf:
-                        self.get_logger().warning(
-                            f'cannot keep up with real_time_factor {rtf:g}; running slower',
-                            throttle_duration_sec=5.0)
-                        anchor_wall, anchor_sim = now, t
-                        continue
-                    steps = min((target - t) // self._dt_ns, _CHUNK)
-                    if steps <= 0:
-                        wait_s = (t + self._dt_ns - target) / rtf / 1e9
-                        time.sleep(min(max(wait_s, 0.0), 0.01))
-                        continue
-                out: List[Tuple[Any, Any]] = []
-                with self._lock:
-                    if self._paused or self._reanchor:
-                        continue
-                    for _ in range(steps):
-                        self._step(out)
-                # No sleep(0) to hand over the GIL: it halves the speed, and the interpreter's
-                # switch interval (5 ms) already lets the executor thread take commands.
-                self._publish(out)
-        except Exception as error:  # noqa: B902 - logged, then the process ends non-zero
-            self.failure = error
-            self.get_logger().fatal(f'sim loop failed: {error!r}')
-            self._safe_state()
-            raise
+                steps = min((target - t) // self._dt_ns, _CHUNK)
+                if steps <= 0:
+                    wait_s = (t + self._dt_ns - target) / rtf / 1e9
+                    time.sleep(min(max(wait_s, 0.0), 0.01))
+                    continue
+            out: List[Tuple[Any, Any]] = []
+            with self._lock:
+                if self._paused or self._reanchor:
+                    continue
+                for _ in range(steps):
+                    self._step(out)
+            # No sleep(0) to hand over the GIL: it halves the speed, and the interpreter's
+            # switch interval (5 ms) already lets the executor thread take commands.
+            self._publish(out)
 
     # ---------------------------------------------------------------- callbacks
 
@@ -506,18 +517,18 @@ class SimRobot(Node):
 
 def main(args: Optional[List[str]] = None) -> int:
     """
-    Run the node until SIGINT or SIGTERM, then tear down in order and return 0.
+    Run the node until SIGINT or SIGTERM, then tear down in order (ignoring more of them).
 
     :param args: Command line (with ``--ros-args``); ``None`` reads ``sys.argv``.
     :return: 0 on a clean stop, 1 when the node could not start or a callback failed.
     """
     context = Context()
-    rclpy.init(args=args, context=context)
+    # Our own handlers (below) decide what SIGINT and SIGTERM do, not rclpy's.
+    rclpy.init(args=args, context=context, signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
-    previous = {}
     if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            previous[signum] = signal.signal(signum, lambda *_: stop.set())
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda *_: stop.set())
     node = None
     executor = None
     spinner = None
@@ -528,12 +539,13 @@ def main(args: Optional[List[str]] = None) -> int:
         except Exception as error:  # noqa: B902 - reported as a start failure
             rclpy.logging.get_logger(NODE_NAME).fatal(f'cannot start: {error}')
             return 1
-        executor = SingleThreadedExecutor(context=context)
+        executor = io_executor(context)  # the node has no timers: physics runs on a thread
         executor.add_node(node)
 
         def spin() -> None:
             try:
-                executor.spin()
+                while not stop.is_set() and context.ok():
+                    executor.spin_once(timeout_sec=0.1)  # see io_executor: never spin()
             except ExternalShutdownException:
                 pass
             except Exception as error:  # noqa: B902 - the main thread reports it
@@ -549,9 +561,7 @@ def main(args: Optional[List[str]] = None) -> int:
                 break
         return 1 if failed or node.failure is not None else 0
     finally:
-        # A second Ctrl-C during teardown gets the default behaviour back.
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        ignore_stop_signals()  # a second Ctrl-C must not cut the teardown short
         if node is not None:
             node.stop()
         if executor is not None:
