@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""ROS transport costs of ``rtgym_ros/ros-v1``: action latency, image capture, a 1 kHz stream.
+"""
+ROS transport costs of ``rtgym_ros/ros-v1``: action latency, image capture, a 1 kHz stream.
 
 Three measurements in one invocation, each as p50/p99/max (see ``METHODS_ros.md``):
 
@@ -495,7 +496,8 @@ def role_env(options: dict) -> int:
 
 
 def _check_camera_view(result: dict, env: Any, image: np.ndarray) -> None:
-    """Record whether the camera observation is a view over a message's data (no copy).
+    """
+    Record whether the camera observation is a view over a message's data (no copy).
 
     The observation's base chain ends on the message's ``array.array`` when it is a view; and
     while the slot still holds the captured frame, the two share memory (the camera is slower

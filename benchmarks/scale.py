@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""How many 50 Hz ros-v1 envs this machine runs with zero time-outs; and a soak of one env.
+"""
+How many 50 Hz ros-v1 envs this machine runs with zero time-outs; and a soak of one env.
 
 Scale: for each size N, N ``sim_robot`` pendulums and N env processes (each
 ``rtgym_ros/ros-v1`` on ``config/pendulum_sim.yaml`` in its own namespace, zero policy) step

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Step timing of rtgym_ros against rtgym 0.16, side by side, under three kinds of agent load.
+"""
+Step timing of rtgym_ros against rtgym 0.16, side by side, under three kinds of agent load.
 
 Each (env, rate, load) cell runs in a fresh subprocess (``--cell``), because rtgym_ros changes
 ``sys.setswitchinterval`` process-wide while an env lives; the figure is the error of the
@@ -165,7 +166,8 @@ def _percentiles(values: np.ndarray) -> dict:
 
 
 def _delays(captures: list, sends: list, returns: list) -> dict:
-    """Capture -> step() returns it, and step() returns -> its action is sent, in µs.
+    """
+    Capture -> step() returns it, and step() returns -> its action is sent, in µs.
 
     Step ``i`` returns capture ``i`` and sends action ``i + 1`` (``reset()`` sent the first).
     """

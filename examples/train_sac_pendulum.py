@@ -1,4 +1,5 @@
-"""Train SAC (Stable-Baselines3) to swing up the simulated pendulum, in real time over ROS 2.
+"""
+Train SAC (Stable-Baselines3) to swing up the simulated pendulum, in real time over ROS 2.
 
     python examples/train_sac_pendulum.py --steps 20000 --real-time-factor 2
 
@@ -30,7 +31,8 @@ os.environ.setdefault('ROS_DOMAIN_ID', str(1 + os.getpid() % 100))
 
 
 class TrainBetweenEpisodes(gym.Wrapper):
-    """Runs SAC's gradient steps at each episode end, while the simulator is paused.
+    """
+    Runs SAC's gradient steps at each episode end, while the simulator is paused.
 
     ros-v1 has ``wait_on_done``: the step that ends an episode stops the robot and pauses the
     sim. SB3's own ``train_freq=(1, 'episode')`` trains later, after its VecEnv has reset the

@@ -1,4 +1,5 @@
-"""Run the rtgym_ros agent on a robot config.
+"""
+Run the rtgym_ros agent on a robot config.
 
     ros2 launch rtgym_ros agent.launch.py
     ros2 launch rtgym_ros agent.launch.py robot_config:=/path/to/robot.yaml policy:=random \

@@ -1,4 +1,5 @@
-"""The embedded simulated pendulum and the agent swinging it up, in one launch.
+"""
+The embedded simulated pendulum and the agent swinging it up, in one launch.
 
     ros2 launch rtgym_ros sim_demo.launch.py
     ros2 launch rtgym_ros sim_demo.launch.py use_sim_time:=true real_time_factor:=2.0

@@ -1,4 +1,5 @@
-"""rtgym_ros: real-time Gymnasium envs on ROS 2, with rtgym's elastic time-step on ROS timers.
+"""
+rtgym_ros: real-time Gymnasium envs on ROS 2, with rtgym's elastic time-step on ROS timers.
 
 Importing the package registers the env ids:
 

@@ -1,4 +1,5 @@
-"""Timing statistics of the env, with the keys and meaning of rtgym 0.16's benchmarks.
+"""
+Timing statistics of the env, with the keys and meaning of rtgym 0.16's benchmarks.
 
 Durations are wall-clock (``time.perf_counter``) even under sim time: they measure the cost of
 the env and of the agent on this machine, not the simulated schedule.
@@ -62,13 +63,13 @@ class PolyakBenchmark:
         self._mark('end_get_obs', since='start_get_obs', key='get_obs_duration')
 
     def start_reset_time(self) -> None:
-        """Resets are not part of the running averages (as in rtgym)."""
+        """Do nothing: resets are not part of the running averages (as in rtgym)."""
 
     def end_reset_join_time(self) -> None:
-        """Resets are not part of the running averages (as in rtgym)."""
+        """Do nothing: resets are not part of the running averages (as in rtgym)."""
 
     def end_reset_time(self) -> None:
-        """Resets are not part of the running averages (as in rtgym)."""
+        """Do nothing: resets are not part of the running averages (as in rtgym)."""
 
     def get_benchmark_dict(self) -> dict:
         """``{name: (average, average_deviation)}`` in seconds; average is None until seen."""

@@ -1,4 +1,5 @@
-"""The elastic time-step schedule of Real-Time Gym, as pure logic.
+"""
+The elastic time-step schedule of Real-Time Gym, as pure logic.
 
 The schedule only does arithmetic on times given to it; it never reads a clock. The env feeds
 it the node's ROS clock (wall time or ``/clock``), and the unit tests feed it a fake one, so the
@@ -31,7 +32,8 @@ class StepOutcome:
 
 
 class ElasticSchedule:
-    """rtgym 0.16's ``_update_timestamps`` and ``_initialize_time``, without a clock.
+    """
+    rtgym 0.16's ``_update_timestamps`` and ``_initialize_time``, without a clock.
 
     T is ``time_step_duration``, c is ``start_obs_capture`` and the elasticity is
     ``T * time_step_timeout_factor``. A step starting at ``now`` begins at the previous
@@ -90,11 +92,11 @@ class ElasticSchedule:
 
     def set_time_step_duration(self, time_step_duration: float,
                                time_step_timeout_factor: float | None = None) -> None:
-        """Takes effect from the next time-step, as in rtgym."""
+        """Change it from the next time-step on, as rtgym does."""
         if time_step_timeout_factor is not None:
             self.time_step_timeout_factor = float(time_step_timeout_factor)
         self.time_step_duration = float(time_step_duration)
 
     def set_start_obs_capture(self, start_obs_capture: float) -> None:
-        """Takes effect from the next time-step, as in rtgym."""
+        """Change it from the next time-step on, as rtgym does."""
         self.start_obs_capture = float(start_obs_capture)

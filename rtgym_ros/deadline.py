@@ -1,4 +1,5 @@
-"""A one-shot ROS timer that fires a callback at an absolute time on the node's clock.
+"""
+A one-shot ROS timer that fires a callback at an absolute time on the node's clock.
 
 Timers are what make the schedule follow ``/clock``: under ``use_sim_time`` a paused simulator
 stops them and a fast one speeds them up. On wall time a Python executor wakes a timer a few
@@ -38,7 +39,8 @@ class DeadlineTimer:
         return self._clock.now().nanoseconds * 1e-9
 
     def arm(self, target: float, callback: Callable[[], None]) -> None:
-        """Call ``callback`` at ``target`` (seconds on the node clock); now if already past.
+        """
+        Call ``callback`` at ``target`` (seconds on the node clock); now if already past.
 
         Must be called on the executor thread. Re-arming replaces the previous deadline.
         """

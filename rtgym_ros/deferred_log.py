@@ -1,4 +1,5 @@
-"""Log lines raised inside a time-step, written a moment later by a timer.
+"""
+Log lines raised inside a time-step, written a moment later by a timer.
 
 rclpy's logger locates its caller with ``inspect`` on every call (about 1 ms here, 36 ms the
 first time in a process), which would make the very step that timed out later still. The

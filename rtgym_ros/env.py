@@ -1,4 +1,5 @@
-"""``RealTimeEnv``: rtgym 0.16's real-time Gymnasium env, on a ROS 2 node and its clock.
+"""
+``RealTimeEnv``: rtgym 0.16's real-time Gymnasium env, on a ROS 2 node and its clock.
 
 The user's thread (``step``/``reset``) only hands actions over and waits on events; the
 time-step itself, and every interface call, runs on the node's executor thread as timer
@@ -112,7 +113,8 @@ class RealTimeEnv(gymnasium.Env):
         return interface
 
     def _handover_wait(self) -> float:
-        """How long the executor thread waits for the next action itself after t_end.
+        """
+        How long the executor thread waits for the next action itself after t_end.
 
         As long as the step may still start on time; never under sim time, where the
         executor must keep processing /clock.
@@ -201,7 +203,7 @@ class RealTimeEnv(gymnasium.Env):
         self._runner.hand_over(action, self._runtime.post)
 
     def _format_obs(self, obs: tuple) -> Any:
-        """The rtgym tuple as the user gets it; subclasses may change the layout."""
+        """Return the rtgym tuple as the user gets it; subclasses may change the layout."""
         return obs
 
     def init_action_buffer(self) -> None:
@@ -210,7 +212,7 @@ class RealTimeEnv(gymnasium.Env):
 
     @property
     def is_waiting(self) -> bool:
-        """True after ``wait()`` until the next time-step breaks the elasticity (as rtgym)."""
+        """Say whether ``wait()`` was called and no time-step broke the elasticity since."""
         return self._schedule.expecting_restart
 
     @property
@@ -268,7 +270,8 @@ class RealTimeEnv(gymnasium.Env):
         return self._format_obs(obs), info
 
     def step(self, action: Any) -> tuple[tuple, Any, bool, bool, dict]:
-        """Wait for the running time-step, return its observation, start the next with action.
+        """
+        Wait for the running time-step, return its observation, start the next with action.
 
         Real-time: call it again before the end of the next time-step, or the step times out.
         """
@@ -304,7 +307,7 @@ class RealTimeEnv(gymnasium.Env):
         self._wait_time_step()
 
     def wait(self) -> None:
-        """'Pause' the env: the next time-step restarts the clock without a time-out warning."""
+        """Pause the env: the next time-step restarts the clock without a time-out warning."""
         self._check_open()
         self._wait_time_step()
         self._schedule.expect_restart()
@@ -312,7 +315,7 @@ class RealTimeEnv(gymnasium.Env):
         self._runtime.call(self._pause_interface)
 
     def benchmarks(self) -> dict:
-        """Timing statistics (see :mod:`rtgym_ros.benchmark`); needs ``benchmark=True``."""
+        """Return timing statistics (see :mod:`rtgym_ros.benchmark`); needs ``benchmark=True``."""
         if not self.benchmark:
             raise BenchmarkDisabledError(
                 'The benchmark option is not set. Set benchmark=True in the configuration '
@@ -320,7 +323,7 @@ class RealTimeEnv(gymnasium.Env):
         return self.bench.get_benchmark_dict()
 
     def render(self, mode: str = 'human', join_thread: bool = False) -> Any:
-        """The interface's ``render()``, called on the executor thread."""
+        """Call the interface's rendering on the executor thread and return its result."""
         self._check_open()
         if join_thread:
             self._wait_time_step()
@@ -328,7 +331,7 @@ class RealTimeEnv(gymnasium.Env):
         return self._runtime.call(self.interface.render)
 
     def set_default_action(self, default_action: Any) -> None:
-        """The action sent by the next ``reset()`` (and on close, errors, stalls)."""
+        """Set the action sent by the next ``reset()`` (and on close, errors, stalls)."""
         self.default_action = default_action
 
     def set_time_step_duration(self, time_step_duration: float,

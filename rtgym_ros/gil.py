@@ -1,4 +1,5 @@
-"""A shorter GIL switch interval while real-time envs live in the process.
+"""
+A shorter GIL switch interval while real-time envs live in the process.
 
 The executor thread shares the GIL with the agent. CPython makes a waiting thread wait up to
 the switch interval (5 ms by default) before a busy thread hands the GIL over, so a timer that

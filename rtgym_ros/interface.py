@@ -1,4 +1,5 @@
-"""The user-facing interface class, call for call the one of rtgym 0.16.
+"""
+The user-facing interface class, call for call the one of rtgym 0.16.
 
 An rtgym interface works unchanged here. Every method is called on the env's executor thread,
 so an implementation never needs locks against the env. Two optional hooks are ours:
@@ -21,7 +22,8 @@ class RealTimeGymInterface:
     """Set True to get ``io_node`` in :meth:`bind_node` (see :mod:`rtgym_ros.runtime`)."""
 
     def bind_node(self, node: Node, io_node: Node | None = None) -> None:
-        """Receive the env's node (called once, first, on the executor thread).
+        """
+        Receive the env's node (called once, first, on the executor thread).
 
         Use ``node.get_clock()`` for time: it follows ``/clock`` under ``use_sim_time``.
         ``io_node`` (when ``wants_io_node``) is spun by its own thread: subscriptions and
@@ -34,14 +36,16 @@ class RealTimeGymInterface:
 
     def reset(self, seed: int | None = None,
               options: dict | None = None) -> tuple[list, dict]:
-        """Start an episode; return ``(obs, info)``, obs a list matching the observation space.
+        """
+        Start an episode; return ``(obs, info)``, obs a list matching the observation space.
 
         Do not put the action buffer in ``obs``: the env appends it.
         """
         raise NotImplementedError
 
     def wait(self) -> None:
-        """'Pause' the robot until the next ``reset()`` (e.g. stop it, pause the simulator).
+        """
+        Pause the robot until the next ``reset()`` (e.g. stop it, pause the simulator).
 
         If you implement this, keep ``reset_act_buf`` True in the config.
         """
@@ -63,7 +67,7 @@ class RealTimeGymInterface:
         raise NotImplementedError
 
     def render(self) -> Any:
-        """Optional rendering; its return value is what ``env.render()`` returns."""
+        """Draw the robot if you want; the env returns what this returns."""
 
     def close(self) -> None:
-        """Release what :meth:`bind_node` created (called on ``env.close()``)."""
+        """Release the publishers and subscriptions made in :meth:`bind_node` (on env close)."""

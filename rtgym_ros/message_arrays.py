@@ -1,4 +1,5 @@
-"""Image payloads (sensor_msgs/msg/Image) as numpy arrays, decoded without copying.
+"""
+Image payloads (sensor_msgs/msg/Image) as numpy arrays, decoded without copying.
 
 An image observation is a strided view over ``msg.data``: ``step`` (row padding) becomes the row
 stride, so a 640x480 rgb8 frame costs no copy. A copy is made only when the bytes must change:
@@ -58,7 +59,8 @@ _MACHINE_IS_BIG_ENDIAN = sys.byteorder == 'big'
 
 
 class ImageDecoder:
-    """Turns Image messages of one configured encoding and size into arrays of one shape.
+    """
+    Turns Image messages of one configured encoding and size into arrays of one shape.
 
     Built once from the config (which validates everything static), then ``decode`` checks only
     what a message can get wrong: encoding, height, width, step and data length.

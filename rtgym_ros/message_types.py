@@ -1,4 +1,5 @@
-"""ROS interface types from strings ('pkg/msg/Type', 'pkg/srv/Type'), checked at load.
+"""
+ROS interface types from strings ('pkg/msg/Type', 'pkg/srv/Type'), checked at load.
 
 A config names types as text; a typo must fail at load, with the key, and say what is there
 instead: the types a package has, or the interface packages that are importable here.

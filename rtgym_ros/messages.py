@@ -1,4 +1,5 @@
-"""Conversions between ROS 2 messages and numpy, compiled once from a YAML config.
+"""
+Conversions between ROS 2 messages and numpy, compiled once from a YAML config.
 
 Every mistake a config can make (type string, field path, size, option) is found at load time by
 ``message_types.load_message_type``, ``compile_reader`` or ``compile_writer``, which raise a
@@ -250,7 +251,8 @@ def _check_shape(shape: Sequence[int] | None, *, key: str) -> tuple[int, ...] | 
 
 
 class FieldReader:
-    """Reads the configured fields of one message type into a numpy array.
+    """
+    Reads the configured fields of one message type into a numpy array.
 
     Built by ``compile_reader``; ``size`` is the number of values, ``shape`` and ``dtype`` those
     of the arrays ``read`` returns (float32 for numeric fields).

@@ -1,4 +1,5 @@
-"""Read a ROS 2 parameters file (``<node>: ros__parameters: ...``) as one nested dict.
+"""
+Read a ROS 2 parameters file (``<node>: ros__parameters: ...``) as one nested dict.
 
 The same YAML serves ``ros2 launch``, ``--ros-args --params-file`` and ``gym.make(...,
 robot_config=FILE)``. Parameters may be nested mappings or dotted names
@@ -16,7 +17,8 @@ WILDCARD = '/**'
 
 def load_params_file(path: str | Path, *, node_name: str | None = None,
                      default_node_name: str | None = None) -> dict[str, Any]:
-    """Parameters that apply to ``node_name`` (``/**`` first, the node's own entry wins).
+    """
+    Parameters that apply to ``node_name`` (``/**`` first, the node's own entry wins).
 
     Without ``node_name``, a file with a single entry applies whatever its name; otherwise the
     entry of ``default_node_name`` (the name the node will get) applies.
@@ -93,7 +95,7 @@ def unflatten(parameters: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_list(name: str, value: Any) -> Any:
-    """rcl refuses lists that mix types ([-10, 2.5]); refuse them here too, with the fix."""
+    """Refuse lists that mix types ([-10, 2.5]) as rcl does, and say how to fix them."""
     if isinstance(value, list):
         kinds = {type(item).__name__ for item in value}
         if len(kinds) > 1:

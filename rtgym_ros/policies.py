@@ -1,4 +1,5 @@
-"""Policies the agent node can run, chosen by a string parameter.
+"""
+Policies the agent node can run, chosen by a string parameter.
 
 - ``zero``: the default (safe) action, ``random``: uniform in the action space;
 - ``pendulum_swingup``, ``cartpole_lqr``: built-in controllers for the shipped sims;

@@ -11,7 +11,8 @@ _DURABILITY = {'volatile': DurabilityPolicy.VOLATILE,
 
 
 def qos_from_config(value: Any, *, key: str, default: str) -> QoSProfile:
-    """``'reliable'`` or ``{preset: reliable, depth: 5, durability: transient_local}``.
+    """
+    ``'reliable'`` or ``{preset: reliable, depth: 5, durability: transient_local}``.
 
     ``sensor_data`` (best effort, depth 5) suits sensor subscriptions: it matches reliable and
     best-effort publishers alike. ``reliable`` (depth 10) suits commands.

@@ -1,4 +1,5 @@
-"""A robot described by configuration: validated into specs before any node exists.
+"""
+A robot described by configuration: validated into specs before any node exists.
 
 Every mistake is reported at load with the offending key (``actions.effort.low must have 1
 value, got 2``). The only code a config can name is a ``package.module:function`` callable for
@@ -396,7 +397,7 @@ def _topic(entry: dict, *, key: str) -> str:
 
 
 def _name(value: Any, *, key: str) -> str:
-    """A valid ROS name (relative names resolve under the env's namespace)."""
+    """Check a ROS name (relative names resolve under the env's namespace)."""
     if not isinstance(value, str) or not value:
         raise ValueError(f'{key} must be a topic or service name, got {value!r}')
     try:

@@ -1,4 +1,5 @@
-"""Parameters given on a command line (``--ros-args --params-file F -p k:=v -r __ns:=/r1``).
+"""
+Parameters given on a command line (``--ros-args --params-file F -p k:=v -r __ns:=/r1``).
 
 rcl itself parses them (into a throw-away node that declares whatever it is given), so a
 console script reads exactly what ``ros2 run`` and ``ros2 launch`` would pass to a node:

@@ -1,4 +1,5 @@
-"""``RosEnv`` (``rtgym_ros/ros-v1``): a robot described by a ROS 2 params file, no code.
+"""
+``RosEnv`` (``rtgym_ros/ros-v1``): a robot described by a ROS 2 params file, no code.
 
 ``gym.make('rtgym_ros/ros-v1', robot_config='config/pendulum_sim.yaml', namespace='r1')``:
 the file's keys, then the keyword overrides, configure the env (see ``robot_config``).
@@ -66,7 +67,7 @@ class RosEnv(RealTimeEnv):
         return super().step(self.check_action(action))
 
     def check_action(self, action: Any) -> np.ndarray:
-        """The action that will be applied (and buffered), or a ValueError saying why not."""
+        """Return the action that will be applied (and buffered), or raise ValueError."""
         space = self.action_space
         try:
             values = np.asarray(action, dtype=np.float64)

@@ -1,4 +1,5 @@
-"""``RosInterface``: a RealTimeGymInterface made from a robot config, topics in and out.
+"""
+``RosInterface``: a RealTimeGymInterface made from a robot config, topics in and out.
 
 Actions are published on the executor thread when a time-step starts, stamped with the node
 clock. Sensor subscriptions live on the io node, whose thread only stores messages in slots, so
@@ -186,7 +187,7 @@ class RosInterface(RealTimeGymInterface):
     # -- episodes -----------------------------------------------------------------------------
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[list, dict]:
-        """Unpause, reset (service or function), then wait for messages from after that."""
+        """Unpause and reset the robot, then wait for messages from after the reset."""
         if self.paused and self.spec.unpause is not None:
             self._call(self.spec.unpause, key='unpause')
         self.paused = False
@@ -211,7 +212,7 @@ class RosInterface(RealTimeGymInterface):
                                f'{timeout} s; is the robot (or simulator) running?')
 
     def wait(self) -> None:
-        """rtgym's pause: stop the robot, then pause the simulator if a service is given."""
+        """Stop the robot, then pause the simulator if a service is given (rtgym's pause)."""
         self.send_control(self.spec.default_action)
         if self.spec.pause is not None:
             self._call(self.spec.pause, key='pause')

@@ -1,4 +1,5 @@
-"""One ROS node in a private context, spun by an executor in its own daemon thread.
+"""
+One ROS node in a private context, spun by an executor in its own daemon thread.
 
 Everything that touches the node (interface calls, timers, publishers) runs on that thread;
 other threads hand work over with :meth:`RosRuntime.post` or :meth:`RosRuntime.call`. A private
@@ -62,7 +63,7 @@ class RosRuntime:
 
     @property
     def io_node(self) -> Node:
-        """The node for subscriptions and service clients, spun by its own thread."""
+        """Return the node for subscriptions and service clients, spun by its own thread."""
         if self._io is None:
             name, namespace, overrides = self._node_args
             # Its clock is never read (slots stamp with the main node's): no /clock
@@ -192,7 +193,8 @@ IO_EXECUTORS = ('events', 'single')
 
 
 def io_executor(context: Context) -> Executor:
-    """rclpy's C++ events executor where it exists: about 2.5x less CPU per message.
+    """
+    Make rclpy's C++ events executor where it exists: about 2.5x less CPU per message.
 
     Only for nodes without timers (the events executor of the kilted wheels does not fire
     them): the env's io node (subscriptions, service clients) and ``sim_robot``.
@@ -214,7 +216,7 @@ def io_executor(context: Context) -> Executor:
 
 
 def _domain_id(domain_id: int | None) -> int | None:
-    """An explicit domain wins; else ROS_DOMAIN_ID (rclpy reads it too when given None)."""
+    """Pick the explicit domain, else ROS_DOMAIN_ID (rclpy reads it too when given None)."""
     if domain_id is not None:
         return domain_id
     value = os.environ.get('ROS_DOMAIN_ID', '').strip()

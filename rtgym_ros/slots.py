@@ -1,4 +1,5 @@
-"""Timestamped observation slots: the newest message of a topic, and how old it is.
+"""
+Timestamped observation slots: the newest message of a topic, and how old it is.
 
 A subscription callback only stores a reference to the message and its stamp (on the io
 thread); conversion to numpy happens once, at capture, on the executor thread. A condition
@@ -54,7 +55,7 @@ class Slot:
             return self._changed.wait_for(lambda: self.stamp > time, timeout=timeout)
 
     def read(self) -> np.ndarray:
-        """The newest message as the observation array (needs at least one message)."""
+        """Convert the newest message to the observation array (needs one message at least)."""
         message, _ = self.snapshot()
         if message is None:
             raise LookupError(f'observations.{self.name}: no message received yet')

@@ -1,4 +1,5 @@
-"""Reward and termination functions for the shipped simulated robots.
+"""
+Reward and termination functions for the shipped simulated robots.
 
 A robot config names them as ``rtgym_ros.tasks:pendulum_reward``. The signature every such
 function has: ``f(obs: dict[str, np.ndarray], action: np.ndarray, info: dict) -> float | bool``,
@@ -24,6 +25,6 @@ def cartpole_reward(obs: dict[str, np.ndarray], action: np.ndarray, info: dict) 
 
 
 def cartpole_terminated(obs: dict[str, np.ndarray], action: np.ndarray, info: dict) -> bool:
-    """The pole fell past 12 degrees or the cart left +-2.4 m (Gymnasium CartPole's rule)."""
+    """End when the pole falls past 12 degrees or the cart leaves +-2.4 m (as CartPole)."""
     cart_x, pole_angle = float(obs['joints'][0]), float(obs['joints'][1])
     return abs(cart_x) > 2.4 or abs(pole_angle) > 12 * math.pi / 180

@@ -1,4 +1,5 @@
-"""One elastic time-step, run as timer callbacks on the executor thread.
+"""
+One elastic time-step, run as timer callbacks on the executor thread.
 
 Start: send the action, place the step on the schedule, arm a deadline for ``t_co``. At
 ``t_co``: capture the observation, arm a deadline for ``t_end``. At ``t_end``: signal the
@@ -79,7 +80,8 @@ class TimeStepRunner:
             self.start(pending[0])
 
     def start(self, action: Any) -> None:
-        """Executor thread: send ``action`` and start the time-step.
+        """
+        Executor thread: send ``action`` and start the time-step.
 
         Deadlines already past fire at once, so a start can lead, through capture and
         completion, to the next hand-over and start: those run in this loop, not nested.

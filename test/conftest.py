@@ -11,7 +11,7 @@ os.environ.setdefault('ROS_DOMAIN_ID', str(1 + os.getpid() % 100))
 
 @pytest.fixture(scope='module')
 def probe():
-    """The test's own node (ros_probe.Probe), shared by a module's tests."""
+    """Give the tests of a module one node of their own (ros_probe.Probe)."""
     from ros_probe import Probe
     node = Probe()
     yield node

@@ -10,7 +10,8 @@ from rtgym_ros import RealTimeGymInterface
 
 
 class CountingInterface(RealTimeGymInterface):
-    """Observation = (capture count, last control received); terminates every Nth capture.
+    """
+    Observation = (capture count, last control received); terminates every Nth capture.
 
     Records every call with the thread it ran on and the wall time, so tests can check where
     and when the env called it. Also a plain rtgym interface (bind_node is optional).

@@ -1,4 +1,5 @@
-"""A robot emulator process for tests: JointState out, commands in, every command logged.
+"""
+A robot emulator process for tests: JointState out, commands in, every command logged.
 
     python test/robot_emulator.py --namespace /r1 --log /tmp/r1.jsonl [--joints 1]
         [--rate 200] [--reset-type Trigger] [--reward] [--terminate-above 0.8]

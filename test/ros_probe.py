@@ -1,4 +1,5 @@
-"""Test-side ROS helpers: a probe node in its own context, message recorders, a sim process.
+"""
+Test-side ROS helpers: a probe node in its own context, message recorders, a sim process.
 
 Shared by the tests that talk to other processes over real DDS.
 """

@@ -1,4 +1,5 @@
-"""A training process for the fault tests: steps ros-v1 with a constant action until told.
+"""
+A training process for the fault tests: steps ros-v1 with a constant action until told.
 
 ``python test/stepping_agent.py NAMESPACE ACTION MODE`` with MODE ``run`` (step forever),
 ``raise`` (raise after 100 steps), ``stall`` (stop calling step() after 100 steps, stay alive).

@@ -89,7 +89,7 @@ def test_restart_after_wait_is_not_a_timeout_and_clears_the_flag():
 
 
 def test_quick_restart_after_wait_keeps_the_flag_like_rtgym():
-    """rtgym clears its waiting flag only when the elasticity is broken."""
+    """Keep the waiting flag until the elasticity is broken, as rtgym does."""
     schedule = make(now=100.0)
     schedule.expect_restart()
     assert schedule.begin_step(100.0 + 0.1 * T).start is StepStart.ELASTIC
@@ -132,7 +132,8 @@ def test_shift_moves_every_boundary():
 
 def simulate(schedule: ElasticSchedule,
              agent_delays: list[float]) -> list[tuple[float, StepStart]]:
-    """Play an agent against the schedule: capture at max(now, t_co), done at max(now, t_end).
+    """
+    Play an agent against the schedule: capture at max(now, t_co), done at max(now, t_end).
 
     Each step the agent returns ``delay`` seconds after the time-step completed.
     """

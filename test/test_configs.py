@@ -1,4 +1,5 @@
-"""The shipped configs and launch files: they load, validate and agree with the nodes they feed.
+"""
+The shipped configs and launch files: they load, validate and agree with the nodes they feed.
 
 Robot configs are validated by ``load_robot_config`` (no node) and read once more through rcl,
 the way the agent reads them, because rcl is stricter than ``yaml.safe_load`` (a list mixing
@@ -14,8 +15,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
-
 from rtgym_ros.config import resolve_config
 from rtgym_ros.nodes import sim_robot
 from rtgym_ros.params_file import load_params_file
@@ -23,6 +22,7 @@ from rtgym_ros.robot_config import load_robot_config
 from rtgym_ros.ros_args import read_node_parameters
 from rtgym_ros.ros_interface import RosInterface
 from rtgym_ros.sim import make_model
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_DIR = REPO / 'config'

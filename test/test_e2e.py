@@ -1,5 +1,8 @@
-"""End to end across processes: sim_robot in its own process, the ros-v1 env (or the agent
-console script) in another, real DDS, wall time and sim time."""
+"""
+End to end across processes, over real DDS, on wall time and sim time.
+
+sim_robot runs in its own process, the ros-v1 env (or the agent console script) in another.
+"""
 
 import itertools
 import math
@@ -165,8 +168,11 @@ def response_step(env, *, kick_at: int = 5, steps: int = 15) -> int:
 
 
 def test_injected_command_latency_shows_where_the_action_buffer_predicts(sim, make_env):
-    """A kick sent with step(k) shows from step k+1 on; with 2 steps of command latency, 2
-    steps later: exactly the delay an action buffer of length 3 covers."""
+    """
+    Show a kick sent with step(k) from step k+1 on, or 2 steps later with 2 steps of latency.
+
+    That is exactly the delay an action buffer of length 3 covers.
+    """
     still = ('initial_state:=[3.14159, 0.0]', 'sensor_rate:=500.0', 'timer_rate:=500.0')
     prompt = sim(*still)
     delayed = sim(*still, 'command_latency:=0.04')

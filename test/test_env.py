@@ -41,7 +41,7 @@ def as_lists(obs):
 
 
 def scripted_run(env):
-    """A fixed sequence of calls covering episodes, resets, wait() and set_default_action."""
+    """Run a fixed sequence of calls: episodes, resets, wait() and set_default_action."""
     record = []
     actions = [np.full(2, 0.1 * (i % 10) - 0.45, dtype=np.float32) for i in range(40)]
     obs, info = env.reset()

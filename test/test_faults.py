@@ -1,4 +1,5 @@
-"""Agent-side faults with real processes: the robot always ends up with its safe action.
+"""
+Agent-side faults with real processes: the robot always ends up with its safe action.
 
 The sim reports the effort it applies in JointState.effort. Its own command timeout is set
 long (30 s) unless the test is about it, so a zero effort proves the env sent the default.

@@ -1,4 +1,5 @@
-"""Robot configs: a params file in, a validated RobotSpec out, every mistake named by its key.
+"""
+Robot configs: a params file in, a validated RobotSpec out, every mistake named by its key.
 
 No ROS node is needed to load a config, and none may be created: an autouse fixture makes
 node construction fail.
@@ -11,12 +12,11 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 import rclpy.node
-import yaml
-
 from rtgym_ros.config import resolve_config
 from rtgym_ros.robot_config import load_robot_config, RobotSpec
 from rtgym_ros.ros_env import RosEnv
 from rtgym_ros.ros_interface import RosInterface
+import yaml
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / 'config'
 

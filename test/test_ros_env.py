@@ -1,4 +1,5 @@
-"""``rtgym_ros/ros-v1`` against a robot in another process, over real DDS.
+"""
+``rtgym_ros/ros-v1`` against a robot in another process, over real DDS.
 
 One robot_emulator process serves the module; every test spawns its own robot in it, under a
 namespace of its own, with its own command log, so tests cannot hear each other. The env runs
@@ -24,13 +25,12 @@ import numpy as np
 import pytest
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from ros_probe import die_with_parent, Probe, wait_until
+import rtgym_ros  # noqa: F401  (registers rtgym_ros/ros-v1)
+from rtgym_ros.runtime import IO_EXECUTOR_VARIABLE, RosRuntime
 from sensor_msgs.msg import JointState
 from sim_clock import SimClock
 from std_msgs.msg import Float64MultiArray, String
 import yaml
-
-import rtgym_ros  # noqa: F401  (registers rtgym_ros/ros-v1)
-from rtgym_ros.runtime import IO_EXECUTOR_VARIABLE, RosRuntime
 
 REPO = Path(__file__).resolve().parents[1]
 EMULATOR = Path(__file__).resolve().parent / 'robot_emulator.py'

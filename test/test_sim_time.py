@@ -6,9 +6,8 @@ import time
 from dummy_interfaces import CountingInterface
 import numpy as np
 import pytest
-from sim_clock import SimClock
-
 from rtgym_ros import DEFAULT_CONFIG_DICT, RealTimeEnv
+from sim_clock import SimClock
 
 T = 0.02
 ZERO = np.zeros(2, np.float32)

@@ -166,8 +166,11 @@ def test_benchmark_hooks_are_called():
 
 
 def test_hand_over_chains_thousands_of_steps_without_recursion():
-    """With deadlines always past (1 kHz, lead > T), each completion takes the next action
-    directly: the chain must loop, not nest."""
+    """
+    Loop, not nest, when each completion takes the next action directly.
+
+    That happens when deadlines are always past (1 kHz, lead > T).
+    """
     timer = FakeDeadlineTimer(10.0)
     schedule = ElasticSchedule(time_step_duration=T, start_obs_capture=T,
                                time_step_timeout_factor=1e9)

@@ -1,4 +1,5 @@
-"""Several robots at once: one namespace and one sim per env, in subprocess vector envs.
+"""
+Several robots at once: one namespace and one sim per env, in subprocess vector envs.
 
 Gymnasium's AsyncVectorEnv (spawn) always runs; SB3's SubprocVecEnv (forkserver) runs where
 stable-baselines3 is installed (the ``train`` extra) and is skipped, saying so, elsewhere.
@@ -12,9 +13,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from ros_probe import Recorder, REPO, SimProcess, wait_until
-from sensor_msgs.msg import JointState
-
 from rtgym_ros.ros_env import RosEnv
+from sensor_msgs.msg import JointState
 
 CONFIG = str(REPO / 'config' / 'pendulum_sim.yaml')
 TORQUES = (1.0, -1.0)

@@ -1,4 +1,5 @@
-"""The agent node: run episodes of ``rtgym_ros/ros-v1`` on a robot config with a policy.
+"""
+The agent node: run episodes of ``rtgym_ros/ros-v1`` on a robot config with a policy.
 
 ``agent --ros-args --params-file config/pendulum_sim.yaml -p policy:=pendulum_swingup``. The
 params file is the robot config; the agent's own parameters (``policy``, ``episodes``,

@@ -1,4 +1,5 @@
-"""Ctrl-C while a node stops: let it finish putting the robot safe instead of dying half-way.
+"""
+Ctrl-C while a node stops: let it finish putting the robot safe instead of dying half-way.
 
 A terminal's Ctrl-C reaches the whole process group, so a node under ``ros2 launch`` gets
 SIGINT twice (from the terminal and from launch), and impatient users press it twice. If the

@@ -46,13 +46,12 @@ from rclpy.qos_overriding_options import QoSOverridingOptions
 from rclpy.signals import SignalHandlerOptions
 from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
-from std_srvs.srv import SetBool, Trigger
-
 from rtgym_ros.nodes.signals import ignore_stop_signals, STOP_SIGNALS
 from rtgym_ros.runtime import io_executor
 from rtgym_ros.sim import make_model, MODELS
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import SetBool, Trigger
 
 NODE_NAME = 'sim_robot'
 
@@ -343,7 +342,8 @@ class SimRobot(Node):
             publisher.publish(msg)
 
     def _run_wall_loop(self) -> None:
-        """Wall time: tick at timer_rate; missed ticks are skipped, not replayed.
+        """
+        Wall time: tick at timer_rate; missed ticks are skipped, not replayed.
 
         A thread rather than a ROS timer: an rclpy executor wake-up costs ~0.3 ms of CPU, a
         thread's sleep a few µs; and a node without timers can be spun by the events executor.

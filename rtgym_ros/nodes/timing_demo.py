@@ -1,4 +1,5 @@
-"""Run the env on a dummy interface and print how precisely it kept the time-step.
+"""
+Run the env on a dummy interface and print how precisely it kept the time-step.
 
 ``timing_demo [--rate HZ] [--steps N] [--load sleep|python|idle]`` — a minute-long check that a
 machine (and its DDS setup) can hold the real-time schedule, before a robot is involved.

@@ -65,12 +65,12 @@ class CartPole:
 
     @property
     def command_size(self) -> int:
-        """Number of actuated joints (only the cart), i.e. values per command."""
+        """Return the number of actuated joints (only the cart), i.e. values per command."""
         return 1
 
     @property
     def state(self) -> np.ndarray:
-        """A copy of ``[x, x_dot, theta, theta_dot]``."""
+        """Return a copy of ``[x, x_dot, theta, theta_dot]``."""
         return np.array(self._s)
 
     def position(self) -> np.ndarray:

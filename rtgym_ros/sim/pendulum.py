@@ -56,12 +56,12 @@ class Pendulum:
 
     @property
     def command_size(self) -> int:
-        """Number of actuated joints, i.e. values per command."""
+        """Return the number of actuated joints, i.e. values per command."""
         return 1
 
     @property
     def state(self) -> np.ndarray:
-        """A copy of ``[theta, theta_dot]``."""
+        """Return a copy of ``[theta, theta_dot]``."""
         return np.array([self._theta, self._omega])
 
     def position(self) -> np.ndarray:
