@@ -112,8 +112,9 @@ def pendulum(probe, log_dir):
 @pytest.fixture(scope='module')
 def fast_pendulum(probe, log_dir):
     """Sim time at 5x wall time, /clock at 100 sim-Hz, reset rewinds the clock."""
-    sim = SimProcess(log_dir, 'publish_clock:=true', 'real_time_factor:=5.0',
-                     'clock_rate:=100.0', 'sensor_rate:=20.0', 'reset_time:=true')
+    # Integers where doubles are declared, as users type them on a command line.
+    sim = SimProcess(log_dir, 'publish_clock:=true', 'real_time_factor:=5',
+                     'clock_rate:=100', 'sensor_rate:=20.0', 'reset_time:=true')
     clock = Recorder(probe, Clock, '/clock')
     robot = Robot(probe, sim, 'pendulum')
     robot.clock = clock
@@ -315,13 +316,21 @@ def test_reset_with_reset_time_rewinds_the_sim_clock(fast_pendulum):
 
 
 def test_real_time_factor_zero_runs_as_fast_as_possible(fast_pendulum):
-    assert set_parameters(fast_pendulum, real_time_factor=0.0)[0].successful
+    assert set_parameters(fast_pendulum, real_time_factor=0)[0].successful
     try:
         time.sleep(0.2)
         slope = clock_slope(fast_pendulum, 1.5)
         assert slope is not None and slope > 8.0, slope
     finally:
         assert set_parameters(fast_pendulum, real_time_factor=5.0)[0].successful
+
+
+def test_a_number_parameter_refuses_anything_else_by_name(fast_pendulum):
+    for value in ('fast', True, [1.0]):
+        result, = set_parameters(fast_pendulum, real_time_factor=value)
+        assert not result.successful and 'real_time_factor must be a number' in result.reason, \
+            result.reason
+    assert fast_pendulum.sim.proc.poll() is None
 
 
 def test_sigterm_ends_it_cleanly(fast_pendulum):

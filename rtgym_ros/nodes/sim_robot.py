@@ -105,8 +105,14 @@ _MAX_LAG_S = 0.1
 _CHUNK = 20
 
 
+# Options that take a double also take an integer ('-p real_time_factor:=5'), as users expect.
+_DOUBLES = frozenset(name for name, default, _ in _PARAMETERS if isinstance(default, float))
+
+
 def _check_option(name: str, value: Any) -> Optional[str]:
     """Say what is wrong with one option value, or None when it is fine."""
+    if name in _DOUBLES and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        return f'{name} must be a number, got {value!r} ({type(value).__name__})'
     if name in _NON_NEGATIVE:
         if not (math.isfinite(value) and value >= 0.0):
             return f'{name} must be a finite number >= 0, got {value!r}'
@@ -122,7 +128,8 @@ def _check_option(name: str, value: Any) -> Optional[str]:
 
 
 def _descriptor(name: str, description: str) -> ParameterDescriptor:
-    descriptor = ParameterDescriptor(description=description, read_only=name not in _DYNAMIC)
+    descriptor = ParameterDescriptor(description=description, read_only=name not in _DYNAMIC,
+                                     dynamic_typing=name in _DOUBLES)
     if name == 'sensor_dropout':
         descriptor.floating_point_range = [
             FloatingPointRange(from_value=0.0, to_value=1.0, step=0.0)]
@@ -156,10 +163,10 @@ class SimRobot(Node):
         for name, default, description in _PARAMETERS:
             parameter = self.declare_parameter(
                 name, default, _descriptor(name, description))
-            values[name] = parameter.value
             error = _check_option(name, parameter.value)
             if error is not None:
                 raise ValueError(error)
+            values[name] = float(parameter.value) if name in _DOUBLES else parameter.value
         self._options = values
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
@@ -507,7 +514,8 @@ class SimRobot(Node):
         return SetParametersResult(successful=True)
 
     def _parameters_set(self, parameters: List[Parameter]) -> None:
-        changed = {p.name: p.value for p in parameters if p.name in _DYNAMIC}
+        changed = {p.name: float(p.value) if p.name in _DOUBLES else p.value
+                   for p in parameters if p.name in _DYNAMIC}
         if changed:
             with self._lock:
                 self._options.update(changed)
