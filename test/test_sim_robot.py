@@ -246,6 +246,24 @@ def test_sigint_ends_it_cleanly(pendulum):
     assert 'terminate called' not in output and 'Traceback' not in output, output
 
 
+def test_physics_on_a_ros_timer_applies_commands_and_stops_cleanly(probe, log_dir):
+    sim = SimProcess(log_dir, 'ros_timer:=true', 'command_timeout:=30.0')
+    robot = Robot(probe, sim, 'pendulum')
+    try:
+        start = time.monotonic()
+        robot.command_for(0.3, 1.5)
+        robot.states.wait_for(lambda m: m.effort[0] == 1.5, since=start, timeout=5.0,
+                              what='the commanded effort applied')
+        received = robot.states.since(start)
+        assert len({msg.position[0] for _, msg in received}) > 5  # the physics runs
+    finally:
+        robot.close()
+    code, _ = sim.stop(signal.SIGINT)
+    output = sim.output()
+    assert code == 0 and 'ROS timer' in output, output
+    assert 'terminate called' not in output and 'Traceback' not in output, output
+
+
 def test_second_sigint_during_teardown_is_harmless(probe, log_dir):
     # Under ros2 launch a terminal's Ctrl-C arrives twice: from the terminal and from launch.
     sim = SimProcess(log_dir)

@@ -10,10 +10,11 @@ stop, as a robot-side controller would.
 
 Two time bases:
 
-* wall time (``publish_clock: false``): a thread ticks at ``timer_rate`` on the steady clock and
-  integrates the node-clock time elapsed since the last tick in fixed ``1/physics_rate``
-  sub-steps; stamps come from the node clock (``use_sim_time`` makes it follow someone else's
-  /clock, and a paused /clock pauses the physics).
+* wall time (``publish_clock: false``): a thread ticks at ``timer_rate`` on the steady clock
+  (or, with ``ros_timer: true``, a ROS timer on the node clock) and integrates the node-clock
+  time elapsed since the last tick in fixed ``1/physics_rate`` sub-steps; stamps come from the
+  node clock (``use_sim_time`` makes it follow someone else's /clock, and a paused /clock
+  pauses the physics).
 * sim time (``publish_clock: true``): the node owns the clock. One thread advances the physics
   by exactly ``1/physics_rate`` per step, publishes rosgraph_msgs/Clock on /clock at
   ``clock_rate`` (sim Hz) and paces itself to ``real_time_factor`` times wall time (0: as fast
@@ -38,7 +39,7 @@ import numpy as np
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -89,6 +90,9 @@ _PARAMETERS: Tuple[Tuple[str, Any, str], ...] = (
     ('timer_rate', 0.0,
      'Without publish_clock: Hz of the physics timer, which integrates the elapsed time in '
      'physics_rate sub-steps; 0: min(physics_rate, 250).'),
+    ('ros_timer', False,
+     'Without publish_clock: tick the physics on a ROS timer of the node clock instead of a '
+     "thread (about twice the CPU: it needs rclpy's Python executor)."),
     ('clock_rate', 0.0,
      'With publish_clock: /clock messages per sim second; 0: min(physics_rate, 1000).'),
     ('reset_time', False,
@@ -172,6 +176,7 @@ class SimRobot(Node):
         self._stop_event = threading.Event()
         self._wake = threading.Event()
         self._loop_thread: Optional[threading.Thread] = None
+        self._timer = None
         self.failure: Optional[BaseException] = None
 
         max_effort = values['max_effort'] or None
@@ -245,7 +250,8 @@ class SimRobot(Node):
 
         mode = (f'sim time, /clock at {clock_rate:g} Hz, real_time_factor '
                 f"{values['real_time_factor']:g}" if self._sim_time
-                else f'wall time, timer at {timer_rate:g} Hz')
+                else f"wall time, {'ROS timer' if values['ros_timer'] else 'thread'} ticking "
+                f'at {timer_rate:g} Hz')
         self.get_logger().info(
             f"{values['model']}: physics {physics_rate:g} Hz, {mode}; JointState at "
             f"{values['sensor_rate']:g} Hz on {self._joint_pub.topic_name}, commands on "
@@ -256,9 +262,14 @@ class SimRobot(Node):
 
     # ---------------------------------------------------------------- lifecycle
 
+    @property
+    def uses_ros_timer(self) -> bool:
+        """Whether the physics ticks on a ROS timer (then the node needs a Python executor)."""
+        return not self._sim_time and bool(self._options['ros_timer'])
+
     def start(self) -> None:
-        """Start the physics thread: the sim-time loop, or the wall-time ticker."""
-        if self._loop_thread is not None:
+        """Start the physics: the sim-time loop, or the wall-time ticker (thread or timer)."""
+        if self._loop_thread is not None or self._timer is not None:
             return
         if self._sim_time:
             loop = self._run_sim_loop
@@ -266,6 +277,9 @@ class SimRobot(Node):
             with self._lock:
                 self._t = self.get_clock().now().nanoseconds  # start-up time is not lag
                 self._restart_schedule()
+            if self.uses_ros_timer:
+                self._timer = self.create_timer(self._timer_period, self._guarded(self._tick))
+                return
             loop = self._run_wall_loop
         self._loop_thread = threading.Thread(
             target=self._guarded(loop), name='sim_robot_physics', daemon=True)
@@ -278,6 +292,9 @@ class SimRobot(Node):
         if self._loop_thread is not None:
             self._loop_thread.join(timeout=5.0)
             self._loop_thread = None
+        if self._timer is not None:
+            self.destroy_timer(self._timer)
+            self._timer = None
 
     def destroy_node(self) -> None:
         """Stop the physics first, so nothing publishes on a destroyed node."""
@@ -547,7 +564,9 @@ def main(args: Optional[List[str]] = None) -> int:
         except Exception as error:  # noqa: B902 - reported as a start failure
             rclpy.logging.get_logger(NODE_NAME).fatal(f'cannot start: {error}')
             return 1
-        executor = io_executor(context)  # the node has no timers: physics runs on a thread
+        # The events executor of the kilted wheels does not fire timers.
+        executor = (SingleThreadedExecutor(context=context) if node.uses_ros_timer
+                    else io_executor(context))
         executor.add_node(node)
 
         def spin() -> None:
