@@ -60,6 +60,8 @@ class ActionGroup:
     qos: QoSProfile
     stamped: bool = True
     """False: header.stamp stays zero ('execute on receipt' for trajectory controllers)."""
+    max_delta: np.ndarray | None = None
+    """Largest change per time-step of each value (a rate limit for position commands)."""
 
     @property
     def size(self) -> int:
@@ -127,6 +129,14 @@ class RobotSpec:
     @property
     def default_action(self) -> np.ndarray:
         return np.concatenate([group.default for group in self.actions])
+
+    @property
+    def max_delta(self) -> np.ndarray | None:
+        """Per-value rate limits (inf where a group has none); None when no group has one."""
+        if all(group.max_delta is None for group in self.actions):
+            return None
+        return np.concatenate([np.full(group.writer.size, np.inf) if group.max_delta is None
+                               else group.max_delta for group in self.actions])
 
 
 def load_robot_config(path: str | Path | None = None, *, node_name: str | None = None,
@@ -209,7 +219,7 @@ def _groups(params: dict, key: str, build: Callable) -> list:
 
 
 _ACTION_KEYS = ('topic', 'type', 'field', 'fields', 'joint_names', 'low', 'high', 'default',
-                'qos', 'time_from_start', 'frame_id', 'stamp')
+                'qos', 'time_from_start', 'frame_id', 'stamp', 'max_delta')
 
 
 def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
@@ -234,8 +244,17 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
         raise ValueError(f'{key}.default must lie within low and high, got {default.tolist()}')
     stamp = entry.get('stamp', 'now')
     _check_choice(stamp, ('now', 'zero'), key=f'{key}.stamp')
+    max_delta = None
+    if entry.get('max_delta') is not None:
+        max_delta = _vector(entry['max_delta'], key=f'{key}.max_delta')
+        if len(max_delta) != writer.size:
+            raise ValueError(f'{key}.max_delta must have {writer.size} values, '
+                             f'got {len(max_delta)}')
+        if not np.all(max_delta > 0.0) or not np.all(np.isfinite(max_delta)):
+            raise ValueError(f'{key}.max_delta must be finite numbers > 0, '
+                             f'got {max_delta.tolist()}')
     return ActionGroup(name=name, topic=_topic(entry, key=key), writer=writer, low=low,
-                       high=high, default=default, stamped=stamp == 'now',
+                       high=high, default=default, stamped=stamp == 'now', max_delta=max_delta,
                        qos=qos_from_config(entry.get('qos'), key=f'{key}.qos',
                                            default='reliable'))
 

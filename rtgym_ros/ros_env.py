@@ -4,7 +4,8 @@
 ``gym.make('rtgym_ros/ros-v1', robot_config='config/pendulum_sim.yaml', namespace='r1')``:
 the file's keys, then the keyword overrides, configure the env (see ``robot_config``).
 Actions are checked before they enter the action buffer: wrong shape is an error, NaN/inf is
-replaced by the default action (with a warning), out-of-bounds is clipped or rejected.
+replaced by the default action (with a warning), out-of-bounds is clipped or rejected, and so
+is a change larger than an action group's ``max_delta`` per time-step.
 """
 
 from pathlib import Path
@@ -33,6 +34,7 @@ class RosEnv(RealTimeEnv):
         self.robot = spec
         self.rejected_actions = 0
         self.replaced_actions = 0
+        self.rate_limited_actions = 0
         super().__init__(dict(env_config, interface=RosInterface,
                               interface_kwargs={'spec': spec}))
         self._slot_names = [slot.name for slot in spec.observations]
@@ -86,7 +88,29 @@ class RosEnv(RealTimeEnv):
                                  f'[{space.low.tolist()}, {space.high.tolist()}] '
                                  '(action_policy: reject)')
             values = np.clip(values, space.low, space.high)
-        return values.astype(np.float32)
+        return self._limit_rate(values).astype(np.float32)
+
+    def _limit_rate(self, values: np.ndarray) -> np.ndarray:
+        """
+        Keep each value within ``max_delta`` of the action sent before (clip or reject).
+
+        The action sent before is the buffer's newest: the default (or last) action after a
+        reset. Safety stops (default action on a stall, an error or close) are not limited.
+        """
+        limit = self.robot.max_delta
+        if limit is None or not self.act_buf:
+            return values
+        previous = np.asarray(self.act_buf[-1], dtype=np.float64)
+        low, high = previous - limit, previous + limit
+        if np.all(values >= low) and np.all(values <= high):
+            return values
+        if self.robot.options['action_policy'] == 'reject':
+            self.rejected_actions += 1
+            raise ValueError(f'action {values.tolist()} moves more than max_delta '
+                             f'{limit.tolist()} from the previous action {previous.tolist()} '
+                             '(action_policy: reject)')
+        self.rate_limited_actions += 1
+        return np.clip(values, low, high)
 
     def _diagnostic_values(self) -> tuple[bytes, str, dict[str, object]]:
         """Executor thread, ~1 Hz: what an operator wants to see on rqt_runtime_monitor."""

@@ -465,6 +465,33 @@ def test_out_of_bounds_action(spawn, make_env, policy):
     assert all(-1.0 <= v <= 1.0 for v in robot.values())
 
 
+@pytest.mark.parametrize('policy', ['clip', 'reject'])
+def test_max_delta_limits_the_change_per_step(spawn, make_env, policy):
+    robot = spawn()
+    params = robot_params(action_policy=policy)
+    params['actions']['cmd']['max_delta'] = [0.25]
+    env = make_env(robot, **params)
+    env.reset()
+    env.step(act(DEFAULT + 0.2))  # within 0.25 of the default sent at reset
+    if policy == 'clip':
+        obs, *_ = env.step(act(1.0))
+        assert obs['action_buffer'][-1, 0] == pytest.approx(DEFAULT + 0.45)
+        env.step(act(-1.0))
+        expected = [DEFAULT, DEFAULT + 0.2, DEFAULT + 0.45, DEFAULT + 0.2]
+        assert env.unwrapped.rate_limited_actions == 2
+    else:
+        with pytest.raises(ValueError, match='max_delta'):
+            env.step(act(1.0))
+        assert env.unwrapped.rejected_actions == 1
+        env.step(act(DEFAULT))
+        expected = [DEFAULT, DEFAULT + 0.2, DEFAULT]
+    env.step(act(expected[-1]))
+    robot.wait_commands(len(expected))
+    assert robot.values()[:len(expected)] == pytest.approx(expected)
+    steps = np.diff(robot.values()[:len(expected)])
+    assert np.all(np.abs(steps) <= 0.25 + 1e-6)
+
+
 def test_wrong_action_shape_raises(spawn, make_env):
     robot = spawn()
     env = make_env(robot)
