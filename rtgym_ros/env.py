@@ -8,6 +8,7 @@ to the letter; see ``DESIGN.md`` section 2.
 """
 
 from collections import deque
+import sys
 from typing import Any
 import warnings
 import weakref
@@ -140,7 +141,7 @@ class RealTimeEnv(gymnasium.Env):
             self.timeouts += 1
             message = ('Time-step timed out. Elapsed since last time-step: '
                        f'{outcome.late_by}')
-            warnings.warn(message)
+            _warn_unregistered(message)
             self._log.warning('timed out', message)
 
     def _on_clock_jump(self, jump: TimeJump) -> None:
@@ -398,3 +399,15 @@ def close_all() -> None:
     """Close every env still open (at interpreter exit, before rclpy's own teardown)."""
     for env in list(_live_envs):
         env.close()
+
+
+def _warn_unregistered(message: str) -> None:
+    """
+    Warn as rtgym does (a UserWarning from this module), but keep no record of it.
+
+    ``warnings.warn`` remembers every text it showed in the module's ``__warningregistry__``
+    and each time-out's text is new (it holds the elapsed time): one entry per time-out,
+    forever, in a process that may run for days.
+    """
+    warnings.warn_explicit(message, UserWarning, __file__, sys._getframe().f_lineno,
+                           module=__name__, registry=None)

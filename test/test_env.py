@@ -159,6 +159,25 @@ def test_capture_spacing_follows_the_time_step(make_env):
     assert not [w for w in caught if 'timed out' in str(w.message)]
 
 
+def test_time_out_warnings_leave_no_record_behind(make_env):
+    # Python's default filter remembers each warning text it showed; each time-out's text is
+    # new (it holds the elapsed time), so that record would grow for as long as the env runs.
+    import rtgym_ros.env as env_module
+    env = make_env()
+    env.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('default')
+        for _ in range(3):
+            env.step(np.zeros(2, np.float32))
+            time.sleep(3 * T)
+        env.step(np.zeros(2, np.float32))
+        time.sleep(T)
+        registry = getattr(env_module, '__warningregistry__', {})
+        remembered = [key for key in registry if 'timed out' in str(key)]
+    assert len([w for w in caught if 'timed out' in str(w.message)]) >= 3
+    assert remembered == []
+
+
 def test_time_out_warns_and_wait_does_not(make_env):
     env = make_env()
     env.reset()
