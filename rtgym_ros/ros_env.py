@@ -57,9 +57,11 @@ class RosEnv(RealTimeEnv):
         return spaces.Dict(entries)
 
     def _format_obs(self, obs: tuple) -> Any:
-        if not self._dict_layout:
-            return obs
         count = len(self._slot_names)
+        if not self._dict_layout:
+            # Copies: the buffer holds the caller's own action objects, which would otherwise
+            # be shared between observations (Gymnasium's checker warns about that).
+            return (*obs[:count], *(np.array(a, dtype=np.float32) for a in obs[count:]))
         named = dict(zip(self._slot_names, obs[:count]))
         if self.act_in_obs:
             named[ACTION_BUFFER_KEY] = np.stack(obs[count:]).astype(np.float32, copy=False)
