@@ -140,7 +140,12 @@ def role_env(options: dict) -> int:
     unwrapped = env.unwrapped
     time_step = unwrapped.time_step_duration
     action = np.zeros(unwrapped.action_space.shape, np.float32)
-    episodes: list[list[float]] = []
+    # Written up front, so that the RSS the soak watches is the env's, not this recording's
+    # (a list of Python floats grew by ~0.1 MiB/min at 50 Hz and read as a leak).
+    capacity = int(options['duration'] / time_step * 1.2) + 1000
+    captured = np.full(capacity, np.nan)
+    episode_starts: list[int] = []
+    warned = _WarningCounter()
     result: dict[str, Any] = {'namespace': options['namespace'], 'time_step_s': time_step}
     try:
         # Warm-up, so that discovery of the sim's services and topics is not in the window:
@@ -153,19 +158,20 @@ def role_env(options: dict) -> int:
         if not _wait_for_go(options['go_timeout']):
             raise TimeoutError('no go from the driver')
         timeouts_before, stalls_before = unwrapped.timeouts, unwrapped.stalls
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings():
             warnings.simplefilter('always')
+            warnings.showwarning = warned.show
             usage = resource.getrusage(resource.RUSAGE_SELF)
             cpu_start, wall_start = usage.ru_utime + usage.ru_stime, time.perf_counter()
             deadline = wall_start + options['duration']
             steps = 0
             while time.perf_counter() < deadline:
                 env.reset()
-                captures: list[float] = []
-                episodes.append(captures)
+                episode_starts.append(min(steps, capacity))
                 while time.perf_counter() < deadline:
                     _, _, terminated, truncated, info = env.step(action)
-                    captures.append(info['capture_time'])
+                    if steps < capacity:
+                        captured[steps] = info['capture_time']
                     steps += 1
                     if terminated or truncated:
                         break
@@ -179,14 +185,27 @@ def role_env(options: dict) -> int:
             stalls=int(unwrapped.stalls - stalls_before),
             cpu_s=cpu_end - cpu_start, wall_s=wall_end - wall_start,
             cpu_pct=100.0 * (cpu_end - cpu_start) / (wall_end - wall_start),
-            max_rss_mib=usage.ru_maxrss / 1024.0, episodes=episodes,
-            other_warnings=sorted({str(w.message) for w in caught
-                                   if 'timed out' not in str(w.message)})[:5])
+            max_rss_mib=usage.ru_maxrss / 1024.0,
+            episodes=[captured[start:end].tolist() for start, end in
+                      zip(episode_starts, episode_starts[1:] + [min(steps, capacity)])],
+            other_warnings=sorted(warned.others)[:5])
     finally:
         env.close()
     with open(options['out'], 'w') as stream:
         json.dump(result, stream)
     return 0
+
+
+class _WarningCounter:
+    """Keeps the first few warnings other than time-outs; a list of every one would grow."""
+
+    def __init__(self) -> None:
+        self.others: set[str] = set()
+
+    def show(self, message: Warning | str, *args: Any, **kwargs: Any) -> None:
+        text = str(message)
+        if 'timed out' not in text and len(self.others) < 5:
+            self.others.add(text)
 
 
 # -- figures -------------------------------------------------------------------------------------
