@@ -159,7 +159,7 @@ class RealTimeEnv(gymnasium.Env):
         self.stalls += 1
         self._runtime.logger.warning(
             f'no step() or reset() for {self.config.watchdog_timeout} s after the last '
-            'time-step: sending the default action')
+            'time-step: sending the safe action')
         self._send_safe_action()
 
     def _pause_interface(self) -> None:
@@ -174,9 +174,9 @@ class RealTimeEnv(gymnasium.Env):
     def _send_safe_action(self) -> None:
         """Executor thread: put the robot in its safe state, whatever failed before."""
         try:
-            self.interface.send_control(self.default_action)
+            self.interface.send_control(self.safe_action())
         except Exception as error:
-            self._runtime.logger.error(f'could not send the default action: {error!r}')
+            self._runtime.logger.error(f'could not send the safe action: {error!r}')
 
     # -- user-thread side ---------------------------------------------------------------------
 
@@ -330,6 +330,13 @@ class RealTimeEnv(gymnasium.Env):
             self._wait_time_step()
         self._runner.release()
         return self._runtime.call(self.interface.render)
+
+    def safe_action(self) -> Any:
+        """Return what stops the robot now: the interface's safe action, else the default."""
+        get_safe_action = getattr(self.interface, 'get_safe_action', None)
+        if get_safe_action is None:  # an rtgym interface, not derived from ours
+            return self.default_action
+        return get_safe_action(self.default_action)
 
     def set_default_action(self, default_action: Any) -> None:
         """Set the action sent by the next ``reset()`` (and on close, errors, stalls)."""

@@ -66,6 +66,15 @@ class RealTimeGymInterface:
         """Return the safe action: sent at reset, on close, on errors and on a stalled agent."""
         raise NotImplementedError
 
+    def get_safe_action(self, default_action: np.ndarray) -> np.ndarray:
+        """
+        Return what stops the robot now (on close, errors, a stalled agent); optional.
+
+        ``default_action`` is the env's current one (``set_default_action`` changes it). A
+        position-controlled robot may rather hold the position it was last sent.
+        """
+        return default_action
+
     def render(self) -> Any:
         """Draw the robot if you want; the env returns what this returns."""
 

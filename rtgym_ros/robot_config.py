@@ -62,6 +62,8 @@ class ActionGroup:
     """False: header.stamp stays zero ('execute on receipt' for trajectory controllers)."""
     max_delta: np.ndarray | None = None
     """Largest change per time-step of each value (a rate limit for position commands)."""
+    on_stop: str = 'default'
+    """What the group gets when the robot must stop: 'default', or 'hold' its last values."""
 
     @property
     def size(self) -> int:
@@ -219,7 +221,7 @@ def _groups(params: dict, key: str, build: Callable) -> list:
 
 
 _ACTION_KEYS = ('topic', 'type', 'field', 'fields', 'joint_names', 'low', 'high', 'default',
-                'qos', 'time_from_start', 'frame_id', 'stamp', 'max_delta')
+                'qos', 'time_from_start', 'frame_id', 'stamp', 'max_delta', 'on_stop')
 
 
 def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
@@ -253,8 +255,11 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
         if not np.all(max_delta > 0.0) or not np.all(np.isfinite(max_delta)):
             raise ValueError(f'{key}.max_delta must be finite numbers > 0, '
                              f'got {max_delta.tolist()}')
+    on_stop = entry.get('on_stop', 'default')
+    _check_choice(on_stop, ('default', 'hold'), key=f'{key}.on_stop')
     return ActionGroup(name=name, topic=_topic(entry, key=key), writer=writer, low=low,
                        high=high, default=default, stamped=stamp == 'now', max_delta=max_delta,
+                       on_stop=on_stop,
                        qos=qos_from_config(entry.get('qos'), key=f'{key}.qos',
                                            default='reliable'))
 

@@ -81,8 +81,8 @@ class RosEnv(RealTimeEnv):
             raise ValueError(f'action must have shape {space.shape}, got {values.shape}')
         if not np.all(np.isfinite(values)):
             self.replaced_actions += 1
-            warnings.warn(f'non-finite action {values.tolist()} replaced by the default action')
-            return np.array(self.default_action, dtype=np.float32)
+            warnings.warn(f'non-finite action {values.tolist()} replaced by the safe action')
+            return np.array(self.safe_action(), dtype=np.float32)
         if np.any(values < space.low) or np.any(values > space.high):
             if self.robot.options['action_policy'] == 'reject':
                 self.rejected_actions += 1

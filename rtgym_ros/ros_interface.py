@@ -87,6 +87,16 @@ class RosInterface(RealTimeGymInterface):
     def get_default_action(self) -> np.ndarray:
         return self.spec.default_action.astype(np.float32)
 
+    def get_safe_action(self, default_action: np.ndarray) -> np.ndarray:
+        """Return the default action, but the values last sent for ``on_stop: hold`` groups."""
+        values = np.array(default_action, dtype=np.float32).reshape(-1)
+        start = 0
+        for group in self.spec.actions:
+            if group.on_stop == 'hold':
+                values[start:start + group.size] = self.last_action[start:start + group.size]
+            start += group.size
+        return values
+
     # -- actions ------------------------------------------------------------------------------
 
     def send_control(self, control: Any) -> None:
@@ -98,8 +108,8 @@ class RosInterface(RealTimeGymInterface):
         if values.shape != default.shape or not np.all(np.isfinite(values)):
             self._log.warning('refused action',
                               f'refusing to publish action {values.tolist()} (expected '
-                              f'{default.size} finite values): publishing the default')
-            values = default
+                              f'{default.size} finite values): publishing the safe action')
+            values = self.get_safe_action(default).astype(np.float64)
         stamp = self._clock.now().to_msg()
         start = 0
         for group, publisher in zip(self.spec.actions, self._publishers):
@@ -213,7 +223,7 @@ class RosInterface(RealTimeGymInterface):
 
     def wait(self) -> None:
         """Stop the robot, then pause the simulator if a service is given (rtgym's pause)."""
-        self.send_control(self.spec.default_action)
+        self.send_control(self.get_safe_action(self.spec.default_action))
         if self.spec.pause is not None:
             self._call(self.spec.pause, key='pause')
             self.paused = True

@@ -206,6 +206,8 @@ ERRORS: dict[str, tuple[Callable[[dict], Any], list[str]]] = {
                            ['actions.effort.max_delta', 'finite']),
     'max_delta_text': (lambda p: action(p).update(max_delta='fast'),
                        ['actions.effort.max_delta', 'list of numbers', "'fast'"]),
+    'on_stop': (lambda p: action(p).update(on_stop='brake'),
+                ['actions.effort.on_stop', 'default, hold', "'brake'"]),
     'observation_bound_size': (lambda p: observation(p).update(low=[0.0, 0.0, 0.0]),
                                ['observations.joints.low', 'got 3']),
     'low_above_high': (lambda p: action(p).update(low=[2.0], high=[1.0], default=[1.0]),

@@ -360,6 +360,26 @@ def test_close_leaves_the_default_action_last(spawn, make_env):
     assert len(robot.commands()) == count, 'commands after close()'
 
 
+def test_on_stop_hold_keeps_the_last_values_on_stall_and_close(spawn, make_env):
+    robot = spawn()
+    params = robot_params(watchdog_timeout=0.3)
+    params['actions']['cmd']['on_stop'] = 'hold'
+    env = make_env(robot, **params)
+    env.reset()
+    for a in (0.5, 0.75):
+        env.step(act(a))
+    time.sleep(0.3 + 4 * T)  # stalled: the watchdog stops the robot by holding 0.75
+    with pytest.warns(UserWarning, match='non-finite'):
+        obs, *_ = env.step(act(math.nan))  # replaced by the safe action: hold, not the default
+    assert obs['action_buffer'][-1, 0] == 0.75
+    env.step(act(-0.5))
+    env.close()
+    robot.wait_last(-0.5)
+    values = robot.values()
+    assert DEFAULT not in values[1:], values  # only the reset sent the default
+    assert values[:3] == [DEFAULT, 0.5, 0.75] and values.count(0.75) >= 3, values
+
+
 def test_close_is_prompt_when_shutdown_races_the_executor_thread():
     runtime = RosRuntime(node_name=f'ros_env_race_{os.getpid()}')
     # The env's nodes always have timers (deadlines, watchdog, diagnostics): one is enough.
