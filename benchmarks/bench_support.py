@@ -1,7 +1,13 @@
-"""What the benchmarks share: the children's environment and CPU accounting from /proc."""
+"""What the benchmarks share: child processes, their environment, CPU and memory from /proc."""
 
 import os
 from pathlib import Path
+import queue
+import signal
+import subprocess
+import threading
+import time
+from typing import Any
 
 REPO = str(Path(__file__).resolve().parents[1])
 
@@ -37,3 +43,94 @@ def machine_busy() -> float | None:
         return None
     user, nice, system, _idle, _iowait, irq, softirq = (fields + [0] * 7)[:7]
     return (user + nice + system + irq + softirq) / os.sysconf('SC_CLK_TCK')
+
+
+def process_rss_mib(pid: int) -> float | None:
+    """Resident memory of a process (VmRSS), MiB; None if gone."""
+    try:
+        with open(f'/proc/{pid}/status') as stream:
+            for line in stream:
+                if line.startswith('VmRSS:'):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        return None
+    return None
+
+
+class Child:
+    """A process whose stdout and stderr lines are collected by threads; stdin stays open."""
+
+    def __init__(self, name: str, command: list[str], *, env: dict[str, str]) -> None:
+        self.name = name
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+        self._lines: queue.Queue = queue.Queue()
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read, args=(self.proc.stdout, True), daemon=True).start()
+        threading.Thread(target=self._read, args=(self.proc.stderr, False), daemon=True).start()
+
+    def _read(self, stream: Any, is_stdout: bool) -> None:
+        for line in stream:
+            line = line.rstrip('\n')
+            (self.stdout if is_stdout else self.stderr).append(line)
+            self._lines.put((is_stdout, line))
+
+    def wait_for(self, text: str, timeout: float, *, stderr: bool = False) -> None:
+        """Wait for a stdout line equal to ``text`` (or a stderr line containing it)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                is_stdout, line = self._lines.get(timeout=max(0.0, min(remaining, 0.5)))
+                if (stderr and not is_stdout and text in line) or \
+                        (not stderr and is_stdout and line.strip() == text):
+                    return
+            except queue.Empty:
+                pass
+            if self.proc.poll() is not None and self._lines.empty():
+                raise RuntimeError(f'{self.name} exited ({self.proc.returncode}) before '
+                                   f'{text!r}: {" | ".join(self.stderr[-5:])}')
+            if remaining <= 0:
+                raise TimeoutError(f'{self.name}: no {text!r} within {timeout:.0f} s')
+
+    def send(self, line: str) -> None:
+        try:
+            self.proc.stdin.write(line + '\n')
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def wait(self, timeout: float) -> int:
+        """Wait for the exit; kill it and raise TimeoutError if it takes longer."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise TimeoutError(f'{self.name}: not done within {timeout:.0f} s') from None
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM (roles write their results on it), then SIGKILL if it hangs."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.wait(5.0)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+    def cpu_seconds(self) -> float | None:
+        return process_cpu(self.proc.pid)
+
+    def rss_mib(self) -> float | None:
+        return process_rss_mib(self.proc.pid)
+
+    def unexpected_stderr(self) -> list[str]:
+        """Stderr lines other than time-out warnings (and the source line Python echoes)."""
+        return [line for line in self.stderr if line.strip() and 'timed out' not in line
+                and '[INFO]' not in line
+                and not line.strip().startswith('warnings.warn')][-10:]

@@ -23,10 +23,8 @@ import gc
 import json
 import math
 import os
-import queue
 import resource
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -35,7 +33,7 @@ from typing import Any
 import warnings
 
 import numpy as np
-from bench_support import bench_environment, machine_busy, process_cpu  # noqa: I100
+from bench_support import bench_environment, Child, machine_busy  # noqa: I100
 
 PARTS = ('action', 'image', 'joints')
 WARMUP_STEPS = 20
@@ -63,70 +61,12 @@ BUSY_LOAD = 0.5
 # -- processes ---------------------------------------------------------------------------------
 
 
-class Child:
-    """A role of this script in its own process; stdout lines are queued, stderr is kept."""
+class RoleChild(Child):
+    """A role of this script in its own process."""
 
     def __init__(self, role: str, options: dict, *, env: dict[str, str]) -> None:
-        command = [sys.executable, os.path.abspath(__file__), '--role', role,
-                   '--options', json.dumps(options)]
-        self.role = role
-        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=env)
-        self._lines: queue.Queue = queue.Queue()
-        self.stderr: list[str] = []
-        threading.Thread(target=self._read, args=(self.proc.stdout, self._lines.put),
-                         daemon=True).start()
-        threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr.append),
-                         daemon=True).start()
-
-    @staticmethod
-    def _read(stream: Any, sink: Any) -> None:
-        for line in stream:
-            sink(line.rstrip('\n'))
-
-    def wait_for_line(self, word: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                line = self._lines.get(timeout=max(0.0, min(remaining, 0.5)))
-            except queue.Empty:
-                line = None
-            if line is not None and line.strip() == word:
-                return
-            if self.proc.poll() is not None and self._lines.empty():
-                raise RuntimeError(f'{self.role} exited ({self.proc.returncode}) before '
-                                   f'{word!r}: {" | ".join(self.stderr[-5:])}')
-            if remaining <= 0:
-                raise TimeoutError(f'{self.role}: no {word!r} within {timeout:.0f} s')
-
-    def wait(self, timeout: float) -> int:
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise TimeoutError(f'{self.role}: not done within {timeout:.0f} s') from None
-
-    def stop(self, timeout: float = 10.0) -> int:
-        """SIGTERM (the roles write their results on it), then SIGKILL if it hangs."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return self.proc.wait(5.0)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-
-    def cpu_seconds(self) -> float | None:
-        return process_cpu(self.proc.pid)
-
-    def unexpected_stderr(self) -> list[str]:
-        return [line for line in self.stderr if line.strip() and 'timed out' not in line
-                and line.strip() != 'warnings.warn(message)'][-10:]
+        super().__init__(role, [sys.executable, os.path.abspath(__file__), '--role', role,
+                                '--options', json.dumps(options)], env=env)
 
 
 class ForeignCpu:
@@ -584,7 +524,7 @@ def _run_env_cell(label: str, options: dict, *, env: dict, helpers: list[Child],
                   directory: str) -> dict:
     options = dict(options, out=os.path.join(directory, f'{label}.json'))
     foreign = ForeignCpu(helpers)
-    child = Child('env', options, env=env)
+    child = RoleChild('env', options, env=env)
     timeout = 60.0 + 3.0 * options['steps'] * options['time_step']
     try:
         code = child.wait(timeout)
@@ -618,18 +558,19 @@ def part_action(args: argparse.Namespace, directory: str, env: dict) -> dict:
     topics = {'raw': f'{TOPIC_PREFIX}/raw_cmd', 'late': f'{TOPIC_PREFIX}/env_late_cmd',
               'early': f'{TOPIC_PREFIX}/env_early_cmd'}
     receiver_out = os.path.join(directory, 'receiver.json')
-    receiver = Child('receiver', {'topics': list(topics.values()), 'out': receiver_out}, env=env)
-    ticker = Child('stream', {'kind': 'ticker', 'rate': TICK_RATE,
-                              'topic': f'{TOPIC_PREFIX}/tick',
-                              'out': os.path.join(directory, 'ticker.json')}, env=env)
+    receiver = RoleChild('receiver', {'topics': list(topics.values()), 'out': receiver_out},
+                         env=env)
+    ticker = RoleChild('stream', {'kind': 'ticker', 'rate': TICK_RATE,
+                                  'topic': f'{TOPIC_PREFIX}/tick',
+                                  'out': os.path.join(directory, 'ticker.json')}, env=env)
     cells: dict[str, dict] = {}
     try:
-        receiver.wait_for_line('ready', CHILD_START_TIMEOUT)
-        ticker.wait_for_line('ready', CHILD_START_TIMEOUT)
+        receiver.wait_for('ready', CHILD_START_TIMEOUT)
+        ticker.wait_for('ready', CHILD_START_TIMEOUT)
         raw_out = os.path.join(directory, 'raw.json')
         foreign = ForeignCpu([receiver, ticker])
-        raw = Child('raw', {'topic': topics['raw'], 'count': steps, 'rate': ACTION_RATE,
-                            'out': raw_out}, env=env)
+        raw = RoleChild('raw', {'topic': topics['raw'], 'count': steps, 'rate': ACTION_RATE,
+                                'out': raw_out}, env=env)
         raw.wait(60.0 + 3.0 * steps / ACTION_RATE)
         with open(raw_out) as stream:
             cells['raw'] = dict(json.load(stream), label='raw', foreign_cpu_s=foreign.seconds())
@@ -701,10 +642,10 @@ def _action_figures(cells: dict, received: dict) -> dict:
 def part_image(args: argparse.Namespace, directory: str, env: dict) -> dict:
     steps = _steps(args, IMAGE_STEPS)
     stream_out = os.path.join(directory, 'image_stream.json')
-    stream = Child('stream', {'kind': 'image', 'rate': IMAGE_RATE, 'out': stream_out}, env=env)
+    stream = RoleChild('stream', {'kind': 'image', 'rate': IMAGE_RATE, 'out': stream_out}, env=env)
     cells = {}
     try:
-        stream.wait_for_line('ready', CHILD_START_TIMEOUT)
+        stream.wait_for('ready', CHILD_START_TIMEOUT)
         for label in IMAGE_CELLS:
             cells[label] = _run_env_cell(
                 label, {'config': _image_config(directory, label),
@@ -726,9 +667,9 @@ def part_joints(args: argparse.Namespace, directory: str, env: dict) -> dict:
     for rate in args.joint_rates:
         label = f'joints_{rate:g}hz'
         stream_out = os.path.join(directory, f'{label}_stream.json')
-        stream = Child('stream', {'kind': 'joints', 'rate': rate, 'out': stream_out}, env=env)
+        stream = RoleChild('stream', {'kind': 'joints', 'rate': rate, 'out': stream_out}, env=env)
         try:
-            stream.wait_for_line('ready', CHILD_START_TIMEOUT)
+            stream.wait_for('ready', CHILD_START_TIMEOUT)
             time.sleep(0.5)
             cpu_before, wall_before = stream.cpu_seconds(), time.perf_counter()
             cell = _run_env_cell(label, {'config': config, 'time_step': 1.0 / JOINT_ENV_RATE,

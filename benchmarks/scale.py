@@ -17,19 +17,16 @@ import argparse
 import json
 import math
 import os
-import queue
 import resource
 import select
-import signal
 import subprocess
 import sys
-import threading
 import time
 from typing import Any
 import warnings
 
 import numpy as np
-from bench_support import bench_environment, machine_busy, process_cpu  # noqa: I100
+from bench_support import bench_environment, Child, machine_busy  # noqa: I100
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV_CONFIG = os.path.join(REPO, 'config', 'pendulum_sim.yaml')
@@ -45,77 +42,6 @@ START_TIMEOUT = 60.0
 
 
 # -- processes -----------------------------------------------------------------------------------
-
-
-class Child:
-    """A process whose stdout and stderr lines are collected by threads; stdin stays open."""
-
-    def __init__(self, name: str, command: list[str], *, env: dict[str, str]) -> None:
-        self.name = name
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
-        self._lines: queue.Queue = queue.Queue()
-        self.stdout: list[str] = []
-        self.stderr: list[str] = []
-        threading.Thread(target=self._read, args=(self.proc.stdout, True), daemon=True).start()
-        threading.Thread(target=self._read, args=(self.proc.stderr, False), daemon=True).start()
-
-    def _read(self, stream: Any, is_stdout: bool) -> None:
-        for line in stream:
-            line = line.rstrip('\n')
-            (self.stdout if is_stdout else self.stderr).append(line)
-            self._lines.put((is_stdout, line))
-
-    def wait_for(self, text: str, timeout: float, *, stderr: bool = False) -> None:
-        """Wait for a stdout line equal to ``text`` (or a stderr line containing it)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                is_stdout, line = self._lines.get(timeout=max(0.0, min(remaining, 0.5)))
-                if (stderr and not is_stdout and text in line) or \
-                        (not stderr and is_stdout and line.strip() == text):
-                    return
-            except queue.Empty:
-                pass
-            if self.proc.poll() is not None and self._lines.empty():
-                raise RuntimeError(f'{self.name} exited ({self.proc.returncode}) before '
-                                   f'{text!r}: {" | ".join(self.stderr[-3:])}')
-            if remaining <= 0:
-                raise TimeoutError(f'{self.name}: no {text!r} within {timeout:.0f} s')
-
-    def send(self, line: str) -> None:
-        try:
-            self.proc.stdin.write(line + '\n')
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass
-
-    def stop(self, timeout: float = 10.0) -> int | None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait(5.0)
-
-    def cpu_seconds(self) -> float | None:
-        return process_cpu(self.proc.pid)
-
-    def rss_mib(self) -> float | None:
-        try:
-            with open(f'/proc/{self.proc.pid}/status') as stream:
-                for line in stream:
-                    if line.startswith('VmRSS:'):
-                        return int(line.split()[1]) / 1024.0
-        except OSError:
-            return None
-        return None
-
-    def unexpected_stderr(self) -> list[str]:
-        return [line for line in self.stderr if line.strip() and 'timed out' not in line
-                and '[INFO]' not in line and line.strip() != 'warnings.warn(message)'][-10:]
 
 
 def _progress(text: str) -> None:
