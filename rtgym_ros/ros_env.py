@@ -9,7 +9,7 @@ is a change larger than an action group's ``max_delta`` per time-step.
 """
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 import warnings
 
 import gymnasium.spaces as spaces
@@ -35,6 +35,7 @@ class RosEnv(RealTimeEnv):
         self.rejected_actions = 0
         self.replaced_actions = 0
         self.rate_limited_actions = 0
+        self._max_delta = spec.max_delta  # once: the spec does not change
         super().__init__(dict(env_config, interface=RosInterface,
                               interface_kwargs={'spec': spec}))
         self._slot_names = [slot.name for slot in spec.observations]
@@ -83,13 +84,9 @@ class RosEnv(RealTimeEnv):
             self.replaced_actions += 1
             warnings.warn(f'non-finite action {values.tolist()} replaced by the safe action')
             return np.array(self.safe_action(), dtype=np.float32)
-        if np.any(values < space.low) or np.any(values > space.high):
-            if self.robot.options['action_policy'] == 'reject':
-                self.rejected_actions += 1
-                raise ValueError(f'action {values.tolist()} is outside the bounds '
-                                 f'[{space.low.tolist()}, {space.high.tolist()}] '
-                                 '(action_policy: reject)')
-            values = np.clip(values, space.low, space.high)
+        values, _ = self._keep_within(
+            values, space.low, space.high,
+            lambda: f'is outside the bounds [{space.low.tolist()}, {space.high.tolist()}]')
         return self._limit_rate(values).astype(np.float32)
 
     def _limit_rate(self, values: np.ndarray) -> np.ndarray:
@@ -99,20 +96,26 @@ class RosEnv(RealTimeEnv):
         The action sent before is the buffer's newest: the default (or last) action after a
         reset. Safety stops (default action on a stall, an error or close) are not limited.
         """
-        limit = self.robot.max_delta
+        limit = self._max_delta
         if limit is None or not self.act_buf:
             return values
         previous = np.asarray(self.act_buf[-1], dtype=np.float64)
-        low, high = previous - limit, previous + limit
+        values, clipped = self._keep_within(
+            values, previous - limit, previous + limit,
+            lambda: f'moves more than max_delta {limit.tolist()} from the previous action '
+                    f'{previous.tolist()}')
+        self.rate_limited_actions += clipped
+        return values
+
+    def _keep_within(self, values: np.ndarray, low: np.ndarray, high: np.ndarray,
+                     why: Callable[[], str]) -> tuple[np.ndarray, bool]:
+        """Clip to [low, high], or raise ValueError(why()) under ``action_policy: reject``."""
         if np.all(values >= low) and np.all(values <= high):
-            return values
+            return values, False
         if self.robot.options['action_policy'] == 'reject':
             self.rejected_actions += 1
-            raise ValueError(f'action {values.tolist()} moves more than max_delta '
-                             f'{limit.tolist()} from the previous action {previous.tolist()} '
-                             '(action_policy: reject)')
-        self.rate_limited_actions += 1
-        return np.clip(values, low, high)
+            raise ValueError(f'action {values.tolist()} {why()} (action_policy: reject)')
+        return np.clip(values, low, high), True
 
     def _diagnostic_values(self) -> tuple[bytes, str, dict[str, object]]:
         """Executor thread, ~1 Hz: what an operator wants to see on rqt_runtime_monitor."""
