@@ -12,7 +12,8 @@ setup(
         ('share/ament_index/resource_index/packages', ['resource/' + package_name]),
         ('share/' + package_name, ['package.xml']),
         ('share/' + package_name + '/launch', glob('launch/*.launch.py')),
-        ('share/' + package_name + '/config', glob('config/*.yaml')),
+        ('share/' + package_name + '/config/robots', glob('config/robots/*.yaml')),
+        ('share/' + package_name + '/config/sim_robot', glob('config/sim_robot/*.yaml')),
     ],
     # ROS 2 itself (rclpy and the message packages) comes from the ROS install or from the
     # pinned PyPI wheels in requirements/ros-kilted.txt; it is deliberately not listed here so

@@ -3,7 +3,7 @@
 How many 50 Hz ros-v1 envs this machine runs with zero time-outs; and a soak of one env.
 
 Scale: for each size N, N ``sim_robot`` pendulums and N env processes (each
-``rtgym_ros/ros-v1`` on ``config/pendulum_sim.yaml`` in its own namespace, zero policy) step
+``rtgym_ros/ros-v1`` on ``config/robots/pendulum_sim.yaml`` in its own namespace, zero policy) step
 together for ``--duration`` seconds; the sweep stops once two consecutive sizes had time-outs.
 Soak (``--soak MINUTES``): one env against one sim; the env's RSS every 10 s and the drift of
 its captures from the nominal grid. See ``METHODS_ros.md``.
@@ -29,8 +29,8 @@ import numpy as np
 from bench_support import bench_environment, Child, machine_busy  # noqa: I100
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV_CONFIG = os.path.join(REPO, 'config', 'pendulum_sim.yaml')
-SIM_CONFIG = os.path.join(REPO, 'config', 'sim_robot_pendulum.yaml')
+ENV_CONFIG = os.path.join(REPO, 'config', 'robots', 'pendulum_sim.yaml')
+SIM_CONFIG = os.path.join(REPO, 'config', 'sim_robot', 'pendulum.yaml')
 SIZES = (1, 2, 4, 6, 8, 10, 12)
 DURATION = 15.0  # s of stepping per env
 SOAK_MINUTES = 10.0

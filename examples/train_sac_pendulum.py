@@ -4,9 +4,9 @@ Train SAC (Stable-Baselines3) to swing up the simulated pendulum, in real time o
     python examples/train_sac_pendulum.py --steps 20000 --real-time-factor 2
 
 Starts ``sim_robot`` (it owns ``/clock``) in namespace ``/train``, makes ``rtgym_ros/ros-v1``
-on ``config/pendulum_sim.yaml`` following that clock, trains SAC, saves the model, then runs a
-few deterministic episodes. The model takes the env's own Dict observations, so the agent node
-runs it as is: ``agent --ros-args ... -p policy:=sb3:SAC:pendulum_sac.zip``.
+on ``config/robots/pendulum_sim.yaml`` following that clock, trains SAC, saves the model,
+then runs a few deterministic episodes. The model takes the env's own Dict observations, so
+the agent node runs it as is: ``agent --ros-args ... -p policy:=sb3:SAC:pendulum_sac.zip``.
 """
 
 import argparse
@@ -75,7 +75,7 @@ def die_with_parent() -> None:
 def start_sim(opts: argparse.Namespace, log: Path) -> subprocess.Popen:
     """sim_robot owning /clock at real_time_factor x wall time, its output in ``log``."""
     args = [sys.executable, '-m', 'rtgym_ros.nodes.sim_robot', '--ros-args',
-            '--params-file', str(REPO / 'config/sim_robot_pendulum.yaml'),
+            '--params-file', str(REPO / 'config/sim_robot/pendulum.yaml'),
             '-r', f'__ns:={NAMESPACE}', '-p', 'publish_clock:=true',
             '-p', f'real_time_factor:={opts.real_time_factor}',
             '-p', f'clock_rate:={opts.clock_rate}']
@@ -126,7 +126,7 @@ def main() -> int:
     env = None
     try:
         env = TrainBetweenEpisodes(gym.make(
-            'rtgym_ros/ros-v1', robot_config=str(REPO / 'config/pendulum_sim.yaml'),
+            'rtgym_ros/ros-v1', robot_config=str(REPO / 'config/robots/pendulum_sim.yaml'),
             namespace=NAMESPACE, use_sim_time=True))
         env.model = model = SAC(
             'MultiInputPolicy', env,  # the Dict observation as is: the agent node feeds it

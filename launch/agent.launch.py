@@ -37,7 +37,7 @@ def _agent(context: LaunchContext) -> list:
 def generate_launch_description() -> LaunchDescription:
     """Declare the arguments; the agent node is built once they are known."""
     default_config = os.path.join(get_package_share_directory('rtgym_ros'), 'config',
-                                  'pendulum_sim.yaml')
+                                  'robots', 'pendulum_sim.yaml')
     return LaunchDescription([
         DeclareLaunchArgument(
             'robot_config', default_value=default_config,

@@ -3,7 +3,7 @@
 
 The user's thread (``step``/``reset``) only hands actions over and waits on events; the
 time-step itself, and every interface call, runs on the node's executor thread as timer
-callbacks (see :mod:`rtgym_ros.time_step`). The semantics are rtgym's ``real-time-gym-ts-v1``
+callbacks (see :mod:`rtgym_ros.core.time_step`). The semantics are rtgym's ``real-time-gym-ts-v1``
 to the letter; see ``DESIGN.md`` section 2.
 """
 
@@ -18,15 +18,15 @@ import gymnasium.spaces as spaces
 from rclpy.clock import JumpThreshold, TimeJump
 from rclpy.duration import Duration
 
-from rtgym_ros import gil
-from rtgym_ros.benchmark import make_benchmark
-from rtgym_ros.clock import ElasticSchedule, StepOutcome, StepStart
-from rtgym_ros.config import DEFAULT_CONFIG_DICT, EnvConfig, resolve_config
-from rtgym_ros.deadline import DeadlineTimer
-from rtgym_ros.deferred_log import DeferredLog
-from rtgym_ros.interface import RealTimeGymInterface
-from rtgym_ros.runtime import RosRuntime
-from rtgym_ros.time_step import TimeStepRunner
+from rtgym_ros.core import gil
+from rtgym_ros.core.config import DEFAULT_CONFIG_DICT, EnvConfig, resolve_config
+from rtgym_ros.core.interface import RealTimeGymInterface
+from rtgym_ros.core.schedule import ElasticSchedule, StepOutcome, StepStart
+from rtgym_ros.core.time_step import TimeStepRunner
+from rtgym_ros.core.timing import make_benchmark
+from rtgym_ros.ros.deadline import DeadlineTimer
+from rtgym_ros.ros.deferred_log import DeferredLog
+from rtgym_ros.ros.runtime import RosRuntime
 
 _CLOSE_TIMEOUT = 5.0  # seconds: bound on each teardown wait, so close() never hangs
 
@@ -316,7 +316,7 @@ class RealTimeEnv(gymnasium.Env):
         self._runtime.call(self._pause_interface)
 
     def benchmarks(self) -> dict:
-        """Return timing statistics (see :mod:`rtgym_ros.benchmark`); needs ``benchmark=True``."""
+        """Return timing statistics (:mod:`rtgym_ros.core.timing`); needs ``benchmark=True``."""
         if not self.benchmark:
             raise BenchmarkDisabledError(
                 'The benchmark option is not set. Set benchmark=True in the configuration '

@@ -1,8 +1,17 @@
-"""Keep DDS traffic on this machine and on a domain of its own for every test run."""
+"""
+Keep DDS traffic on this machine and on a domain of its own for every test run.
+
+Tiers: ``unit/`` (no DDS, no processes), ``integration/`` (real DDS, processes); the helpers
+both use live in ``support/``, importable by name.
+"""
 
 import os
+from pathlib import Path
+import sys
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / 'support'))
 
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 # tools/test sets a per-run domain; a bare `pytest` gets one derived from its pid.

@@ -1,7 +1,7 @@
 """
 The agent node: run episodes of ``rtgym_ros/ros-v1`` on a robot config with a policy.
 
-``agent --ros-args --params-file config/pendulum_sim.yaml -p policy:=pendulum_swingup``. The
+``agent --ros-args --params-file config/robots/pendulum_sim.yaml -p policy:=pendulum_swingup``. The
 params file is the robot config; the agent's own parameters (``policy``, ``episodes``,
 ``seed``, ``timing_csv``, ``timing_plot``, ``progress``) may sit in the same file. Prints one
 line per episode and a summary table; Ctrl-C or SIGTERM stops the robot (default action) and
@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from rtgym_ros.nodes.policies import make_policy
 from rtgym_ros.nodes.signals import ignore_stop_signals
-from rtgym_ros.policies import make_policy
-from rtgym_ros.ros_args import read_node_parameters
-from rtgym_ros.ros_env import RosEnv
+from rtgym_ros.robot.env import RosEnv
+from rtgym_ros.ros.parameters import read_node_parameters
 
 AGENT_DEFAULTS = {'policy': 'zero', 'episodes': 3, 'seed': 0, 'timing_csv': '',
                   'timing_plot': '', 'progress': True}

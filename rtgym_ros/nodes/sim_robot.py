@@ -21,7 +21,7 @@ Two time bases:
   as possible). Time starts at 0; pause freezes it. Stamps, latencies and the command timeout
   are all in sim time, so a faster-than-real-time sim stays consistent.
 
-Run it as ``sim_robot --ros-args --params-file config/sim_robot_pendulum.yaml`` or
+Run it as ``sim_robot --ros-args --params-file config/sim_robot/pendulum.yaml`` or
 ``python -m rtgym_ros.nodes.sim_robot --ros-args ...``.
 """
 
@@ -39,7 +39,7 @@ import numpy as np
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -48,7 +48,8 @@ from rclpy.signals import SignalHandlerOptions
 from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from rtgym_ros.nodes.signals import ignore_stop_signals, STOP_SIGNALS
-from rtgym_ros.runtime import io_executor
+from rtgym_ros.ros.runtime import make_io_executor
+from rtgym_ros.ros.spin import SpinThread
 from rtgym_ros.sim import make_model, MODELS
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -557,7 +558,6 @@ def main(args: Optional[List[str]] = None) -> int:
     node = None
     executor = None
     spinner = None
-    failed = []
     try:
         try:
             node = SimRobot(context=context)
@@ -566,35 +566,24 @@ def main(args: Optional[List[str]] = None) -> int:
             return 1
         # The events executor of the kilted wheels does not fire timers.
         executor = (SingleThreadedExecutor(context=context) if node.uses_ros_timer
-                    else io_executor(context))
+                    else make_io_executor(context))
         executor.add_node(node)
 
-        def spin() -> None:
-            try:
-                while not stop.is_set() and context.ok():
-                    executor.spin_once(timeout_sec=0.1)  # see io_executor: never spin()
-            except ExternalShutdownException:
-                pass
-            except Exception as error:  # noqa: B902 - the main thread reports it
-                failed.append(error)
-            finally:
-                stop.set()
-
-        spinner = threading.Thread(target=spin, name='sim_robot_executor', daemon=True)
-        spinner.start()
+        spinner = SpinThread(executor, context=context, name='sim_robot_executor',
+                             on_failure=lambda _: stop.set())
         node.start()
         while not stop.wait(0.1):
-            if node.failure is not None:
+            if node.failure is not None or not spinner.is_alive():
                 break
-        return 1 if failed or node.failure is not None else 0
+        return 1 if spinner.failure is not None or node.failure is not None else 0
     finally:
         ignore_stop_signals()  # a second Ctrl-C must not cut the teardown short
         if node is not None:
             node.stop()
+        if spinner is not None:
+            spinner.stop(timeout=5.0)
         if executor is not None:
             executor.shutdown(timeout_sec=5.0)
-        if spinner is not None:
-            spinner.join(timeout=5.0)
         if node is not None:
             node.destroy_node()
         context.try_shutdown()

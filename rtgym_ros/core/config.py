@@ -1,0 +1,163 @@
+"""The env's configuration dictionary: rtgym 0.16's keys, ours, defaults and validation."""
+
+from dataclasses import dataclass
+import math
+import numbers
+from typing import Any, Callable
+import warnings
+
+import numpy as np
+
+from rtgym_ros.core.interface import RealTimeGymInterface
+
+RTGYM_DEFAULTS: dict[str, Any] = {
+    'interface': RealTimeGymInterface,  # replace by your own RealTimeGymInterface subclass
+    'interface_args': (),
+    'interface_kwargs': {},
+    'time_step_duration': 0.05,  # nominal duration of the elastic time-step (s)
+    'start_obs_capture': 0.05,  # observation captured this long after the step starts (s)
+    'time_step_timeout_factor': 1.0,  # elasticity, in time-steps
+    'ep_max_length': np.inf,  # episode truncated after this many steps
+    'act_in_obs': True,  # append the action buffer to observations
+    'act_buf_len': 1,  # length of the action buffer
+    'reset_act_buf': True,  # refill the action buffer with the default action at reset
+    'benchmark': False,  # collect timing statistics (env.benchmarks())
+    'benchmark_polyak': 0.1,  # running-average factor of the 'polyak' benchmark
+    'benchmark_type': 'polyak',  # 'polyak' (running averages) or 'trace' (every timestamp)
+    'wait_on_done': False,  # call wait() when an episode ends
+    'last_act_on_reset': False,  # reset() applies the last action instead of the default one
+    'act_prepro_func': None,  # applied to the action before send_control
+    'obs_prepro_func': None,  # applied to the observation (rtgym's order, see env.py)
+}
+
+ROS_DEFAULTS: dict[str, Any] = {
+    'node_name': 'rtgym_env',  # name of the env's ROS node
+    'namespace': '',  # node namespace: relative topics of the interface land under it
+    'use_sim_time': False,  # follow /clock (Gazebo, our sim_robot) instead of wall time
+    'clock_wait_timeout': 10.0,  # use_sim_time: how long the first reset() waits for /clock
+    'domain_id': None,  # ROS domain; None takes ROS_DOMAIN_ID from the environment
+    'timer_lead': 0.004,  # wall clock only: timers wake this early, then sleep to the instant
+    'gil_switch_interval': 0.0002,  # sys.setswitchinterval while an env lives; None: leave it
+    'watchdog_timeout': None,  # s without step() after a time-step ends -> default action sent
+}
+
+DEFAULT_CONFIG_DICT: dict[str, Any] = {**RTGYM_DEFAULTS, **ROS_DEFAULTS}
+"""Copy this, set ``'interface'``, and pass it as ``gym.make(..., config=cfg)``."""
+
+
+@dataclass
+class EnvConfig:
+    """A validated, complete configuration (see :data:`DEFAULT_CONFIG_DICT`)."""
+
+    interface: type
+    interface_args: tuple
+    interface_kwargs: dict
+    time_step_duration: float
+    start_obs_capture: float
+    time_step_timeout_factor: float
+    ep_max_length: float
+    act_in_obs: bool
+    act_buf_len: int
+    reset_act_buf: bool
+    benchmark: bool
+    benchmark_polyak: float
+    benchmark_type: str
+    wait_on_done: bool
+    last_act_on_reset: bool
+    act_prepro_func: Callable | None
+    obs_prepro_func: Callable | None
+    node_name: str
+    namespace: str
+    use_sim_time: bool
+    clock_wait_timeout: float
+    domain_id: int | None
+    timer_lead: float
+    gil_switch_interval: float | None
+    watchdog_timeout: float | None
+
+
+def resolve_config(config: dict | None) -> EnvConfig:
+    """Fill missing keys with defaults and check every value; errors name the key."""
+    config = {} if config is None else config
+    if not isinstance(config, dict):
+        raise TypeError(f'config must be a dict, got {type(config).__name__}')
+    unknown = sorted(set(config) - set(DEFAULT_CONFIG_DICT))
+    if unknown:
+        warnings.warn(f'config keys not used by rtgym_ros (typo?): {unknown}', stacklevel=3)
+    values = {**DEFAULT_CONFIG_DICT, **config}
+
+    interface = values['interface']
+    if not isinstance(interface, type):
+        raise TypeError(f"config['interface'] must be a class, got {interface!r}")
+    if interface is RealTimeGymInterface:
+        raise ValueError("config['interface'] must be your RealTimeGymInterface subclass, "
+                         'got the abstract RealTimeGymInterface itself')
+    for key in ('time_step_duration', 'start_obs_capture', 'time_step_timeout_factor',
+                'timer_lead', 'clock_wait_timeout'):
+        _check_number(values, key, minimum=0.0)
+    _check_number(values, 'ep_max_length', minimum=1, allow_inf=True)
+    _check_number(values, 'benchmark_polyak', minimum=0.0)
+    if not 0.0 < values['benchmark_polyak'] <= 1.0:
+        raise ValueError(f"config['benchmark_polyak'] must be in (0, 1], "
+                         f"got {values['benchmark_polyak']}")
+    act_buf_len = values['act_buf_len']
+    if isinstance(act_buf_len, bool) or not isinstance(act_buf_len, numbers.Integral) \
+            or act_buf_len < 1:
+        raise ValueError(f"config['act_buf_len'] must be an integer >= 1, got {act_buf_len!r}")
+    benchmark_type = str(values['benchmark_type']).lower()
+    if benchmark_type not in ('polyak', 'trace'):
+        raise ValueError("config['benchmark_type'] must be 'polyak' or 'trace', "
+                         f"got {values['benchmark_type']!r}")
+    for key in ('act_prepro_func', 'obs_prepro_func'):
+        if values[key] is not None and not callable(values[key]):
+            raise TypeError(f"config['{key}'] must be callable or None, got {values[key]!r}")
+    domain_id = values['domain_id']
+    if domain_id is not None and (isinstance(domain_id, bool)
+                                  or not isinstance(domain_id, numbers.Integral)
+                                  or not 0 <= domain_id <= 232):
+        raise ValueError(f"config['domain_id'] must be an integer in [0, 232] or None, "
+                         f'got {domain_id!r}')
+    switch = values['gil_switch_interval']
+    if switch is not None:
+        _check_number(values, 'gil_switch_interval', minimum=1e-6)
+    watchdog = values['watchdog_timeout']
+    if watchdog is not None:
+        _check_number(values, 'watchdog_timeout', minimum=0.0)
+
+    return EnvConfig(
+        interface=interface,
+        interface_args=tuple(values['interface_args']),
+        interface_kwargs=dict(values['interface_kwargs']),
+        time_step_duration=float(values['time_step_duration']),
+        start_obs_capture=float(values['start_obs_capture']),
+        time_step_timeout_factor=float(values['time_step_timeout_factor']),
+        ep_max_length=values['ep_max_length'],
+        act_in_obs=bool(values['act_in_obs']),
+        act_buf_len=int(act_buf_len),
+        reset_act_buf=bool(values['reset_act_buf']),
+        benchmark=bool(values['benchmark']),
+        benchmark_polyak=float(values['benchmark_polyak']),
+        benchmark_type=benchmark_type,
+        wait_on_done=bool(values['wait_on_done']),
+        last_act_on_reset=bool(values['last_act_on_reset']),
+        act_prepro_func=values['act_prepro_func'],
+        obs_prepro_func=values['obs_prepro_func'],
+        node_name=str(values['node_name']),
+        namespace=str(values['namespace']),
+        use_sim_time=bool(values['use_sim_time']),
+        clock_wait_timeout=float(values['clock_wait_timeout']),
+        domain_id=None if domain_id is None else int(domain_id),
+        timer_lead=float(values['timer_lead']),
+        gil_switch_interval=None if switch is None else float(switch),
+        watchdog_timeout=float(watchdog) if watchdog else None,
+    )
+
+
+def _check_number(values: dict, key: str, *, minimum: float, allow_inf: bool = False) -> None:
+    value = values[key]
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+        raise TypeError(f"config['{key}'] must be a number, got {value!r}")
+    if math.isinf(value) and not allow_inf:
+        raise ValueError(f"config['{key}'] must be finite, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"config['{key}'] must be >= {minimum}, got {value!r}")

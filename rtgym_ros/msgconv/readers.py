@@ -1,0 +1,235 @@
+"""
+Readers: the configured fields of a sensor message as a numpy array, compiled once at load.
+
+Every mistake a config can make (field path, size, option) is found by ``compile_reader``,
+which raises a ``ValueError`` prefixed with the config key. A reader then only does
+per-message work (attribute reads, ``np.frombuffer`` on array fields), so subscription
+callbacks store raw messages and conversion happens once per observation, at capture.
+"""
+
+import array
+from collections.abc import Sequence
+import math
+import operator
+from typing import Any, Callable
+
+import numpy as np
+
+from rtgym_ros.msgconv.fields import (check_joint_names, check_shape, fields_of, IMAGE,
+                                      JOINT_STATE, Leaf, NUMERIC, resolve_all, sequence_length)
+from rtgym_ros.msgconv.images import ImageDecoder
+from rtgym_ros.msgconv.type_names import check_message_class
+
+NONFINITE_POLICIES = ('keep', 'zero', 'max')
+
+
+class FieldReader:
+    """
+    Reads the configured fields of one message type into a numpy array.
+
+    Built by ``compile_reader``; ``size`` is the number of values, ``shape`` and ``dtype`` those
+    of the arrays ``read`` returns (float32 for numeric fields).
+    """
+
+    def __init__(self, msg_type: type, *, size: int, shape: tuple[int, ...],
+                 dtype: np.dtype) -> None:
+        self.msg_type = msg_type
+        self.size = size
+        self.shape = shape
+        self.dtype = np.dtype(dtype)
+
+    def read(self, msg: Any) -> np.ndarray:
+        """Return the configured fields of msg as an array of ``shape`` and ``dtype``."""
+        raise NotImplementedError
+
+
+class _ImageReader(FieldReader):
+
+    def __init__(self, msg_type: type, decoder: ImageDecoder) -> None:
+        super().__init__(msg_type, size=decoder.size, shape=decoder.shape, dtype=decoder.dtype)
+        self._decode = decoder.decode
+
+    def read(self, msg: Any) -> np.ndarray:
+        return self._decode(msg)
+
+
+class _NumericReader(FieldReader):
+
+    def __init__(self, msg_type: type, segments: list[Callable[[Any, np.ndarray], None]], *,
+                 size: int, shape: tuple[int, ...], nonfinite: str) -> None:
+        super().__init__(msg_type, size=size, shape=shape, dtype=np.float32)
+        self._segments = segments
+        self._nonfinite = nonfinite
+        self._reshape = shape != (size,)
+
+    def read(self, msg: Any) -> np.ndarray:
+        out = np.empty(self.size, np.float32)
+        for fill in self._segments:
+            fill(msg, out)
+        if self._nonfinite != 'keep':
+            bad = ~np.isfinite(out)
+            if bad.any():
+                out[bad] = msg.range_max if self._nonfinite == 'max' else 0.0
+        return out.reshape(self.shape) if self._reshape else out
+
+
+def _as_array(value: Any, dtype: type) -> np.ndarray:
+    """View an array.array field without copying (np.asarray for numpy arrays and lists)."""
+    if isinstance(value, array.array):
+        return np.frombuffer(value, dtype)
+    return np.asarray(value, dtype)
+
+
+def _scalar_segment(paths: list[str], start: int) -> Callable[[Any, np.ndarray], None]:
+    get = operator.attrgetter(*paths)
+    if len(paths) == 1:
+        def fill(msg: Any, out: np.ndarray) -> None:
+            out[start] = get(msg)
+    else:
+        stop = start + len(paths)
+
+        def fill(msg: Any, out: np.ndarray) -> None:
+            out[start:stop] = get(msg)
+    return fill
+
+
+def _array_segment(leaf: Leaf, count: int, start: int, *,
+                   key: str) -> Callable[[Any, np.ndarray], None]:
+    get, dtype, stop = operator.attrgetter(leaf.path), NUMERIC[leaf.typename], start + count
+
+    def fill(msg: Any, out: np.ndarray) -> None:
+        values = _as_array(get(msg), dtype)
+        if values.shape != (count,):
+            raise ValueError(
+                f'{key}: expected {count} values in {leaf.path!r}, got {values.size}')
+        out[start:stop] = values
+    return fill
+
+
+class JointIndex:
+    """Map the message's joint order to the config's, cached per tuple of message names."""
+
+    def __init__(self, joint_names: tuple[str, ...], *, key: str) -> None:
+        self.joint_names = joint_names
+        self._key = key
+        self._cache: dict[tuple[str, ...], np.ndarray] = {}
+
+    def __call__(self, names: Sequence[str]) -> np.ndarray:
+        names = tuple(names)
+        index = self._cache.get(names)
+        if index is None:
+            index = self._build(names)
+            if len(self._cache) >= 16:
+                self._cache.clear()
+            self._cache[names] = index
+        return index
+
+    def _build(self, names: tuple[str, ...]) -> np.ndarray:
+        position = {name: i for i, name in enumerate(names)}
+        missing = [name for name in self.joint_names if name not in position]
+        if missing:
+            raise ValueError(
+                f'{self._key}: expected joints {", ".join(missing)} in the JointState message, '
+                f'got names [{", ".join(names)}]')
+        return np.array([position[name] for name in self.joint_names], np.intp)
+
+
+def _joint_segment(leaf: Leaf, index: JointIndex, start: int, *,
+                   key: str) -> Callable[[Any, np.ndarray], None]:
+    get, stop = operator.attrgetter(leaf.path), start + len(index.joint_names)
+
+    def fill(msg: Any, out: np.ndarray) -> None:
+        values = _as_array(get(msg), np.float64)
+        if values.size != len(msg.name):
+            raise ValueError(
+                f'{key}: expected {len(msg.name)} values in {leaf.path!r} (one per name in the '
+                f'message), got {values.size}')
+        out[start:stop] = values[index(msg.name)]
+    return fill
+
+
+def compile_reader(
+    msg_type: type,
+    fields: Sequence[str],
+    *,
+    key: str,
+    joint_names: Sequence[str] | None = None,
+    nonfinite: str = 'keep',
+    shape: Sequence[int] | None = None,
+    length: int | None = None,
+    encoding: str | None = None,
+    to_rgb: bool = False,
+) -> FieldReader:
+    """
+    Check a reader config against the message type and return the reader it describes.
+
+    :param msg_type: message class (see ``load_message_type``).
+    :param fields: dotted field paths, read in this order; for Image: ['data'] or [].
+    :param key: config key that prefixes every error, e.g. 'observations.joints'.
+    :param joint_names: JointState: joints to pick by name; other types: the sequence length.
+    :param nonfinite: 'keep', 'zero' or 'max' (range_max) for inf and nan values.
+    :param shape: shape of the arrays read returns; required for images (H, W[, C]).
+    :param length: length of every sequence field.
+    :param encoding: Image only: the encoding expected in messages.
+    :param to_rgb: Image only: accept RGB and BGR and return RGB order.
+    """
+    type_name = check_message_class(msg_type, key=key)
+    if nonfinite not in NONFINITE_POLICIES:
+        raise ValueError(
+            f'{key}: expected nonfinite in {", ".join(NONFINITE_POLICIES)}, got {nonfinite!r}')
+    if type_name == IMAGE:
+        return _compile_image_reader(msg_type, fields, key=key, joint_names=joint_names,
+                                     nonfinite=nonfinite, shape=shape, length=length,
+                                     encoding=encoding, to_rgb=to_rgb)
+    if encoding is not None or to_rgb:
+        raise ValueError(f'{key}: encoding and to_rgb apply to {IMAGE} only, got {type_name}')
+    if nonfinite == 'max' and 'range_max' not in fields_of(msg_type):
+        raise ValueError(
+            f"{key}: nonfinite 'max' uses the message's range_max, which {type_name} lacks")
+    leaves = resolve_all(msg_type, fields, key=key)
+    names = check_joint_names(joint_names, key=key)
+    dims = check_shape(shape, key=key)
+    seq_length = sequence_length(leaves, key=key, length=length, joint_names=names, shape=dims)
+    by_name = JointIndex(names, key=key) if names and type_name == JOINT_STATE else None
+    segments, size = _segments(leaves, seq_length, by_name, key=key)
+    dims = dims or (size,)
+    if math.prod(dims) != size:
+        raise ValueError(f'{key}: expected shape to hold {size} values, got {list(dims)}')
+    return _NumericReader(msg_type, segments, size=size, shape=dims, nonfinite=nonfinite)
+
+
+def _segments(leaves: list[Leaf], seq_length: int, by_name: JointIndex | None, *,
+              key: str) -> tuple[list[Callable[[Any, np.ndarray], None]], int]:
+    """Group consecutive scalars into one attrgetter call; one segment per array field."""
+    segments, size, scalars = [], 0, []
+    for leaf in leaves + [None]:
+        if leaf is not None and not leaf.is_array:
+            scalars.append(leaf.path)
+            continue
+        if scalars:
+            segments.append(_scalar_segment(scalars, size))
+            size, scalars = size + len(scalars), []
+        if leaf is None:
+            break
+        count = leaf.count if leaf.count is not None else seq_length
+        if by_name is not None and leaf.path in ('position', 'velocity', 'effort'):
+            segments.append(_joint_segment(leaf, by_name, size, key=key))
+        else:
+            segments.append(_array_segment(leaf, count, size, key=key))
+        size += count
+    return segments, size
+
+
+def _compile_image_reader(msg_type: type, fields: Sequence[str], *, key: str,
+                          joint_names: Sequence[str] | None, nonfinite: str,
+                          shape: Sequence[int] | None, length: int | None,
+                          encoding: str | None, to_rgb: bool) -> FieldReader:
+    if isinstance(fields, (str, bytes)) or list(fields) not in ([], ['data']):
+        raise ValueError(f"{key}: expected fields ['data'] (or none) for {IMAGE}, got {fields!r}")
+    if joint_names is not None or length is not None:
+        raise ValueError(f'{key}: joint_names and length do not apply to {IMAGE}; use shape')
+    if nonfinite == 'max':
+        raise ValueError(f"{key}: expected nonfinite 'keep' or 'zero' for {IMAGE}, got 'max'")
+    decoder = ImageDecoder(shape, encoding, key=key, to_rgb=to_rgb,
+                           nan_to_zero=nonfinite == 'zero')
+    return _ImageReader(msg_type, decoder)

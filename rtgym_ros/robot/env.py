@@ -1,0 +1,140 @@
+"""
+``RosEnv`` (``rtgym_ros/ros-v1``): a robot described by a ROS 2 params file, no code.
+
+``gym.make('rtgym_ros/ros-v1', robot_config='config/robots/pendulum_sim.yaml', namespace='r1')``:
+the file's keys, then the keyword overrides, configure the env (see ``robot_config``).
+Actions are checked before they enter the action buffer: wrong shape is an error, NaN/inf is
+replaced by the default action (with a warning), out-of-bounds is clipped or rejected, and so
+is a change larger than an action group's ``max_delta`` per time-step.
+"""
+
+from pathlib import Path
+from typing import Any, Callable
+import warnings
+
+import gymnasium.spaces as spaces
+import numpy as np
+
+from rtgym_ros.env import RealTimeEnv
+from rtgym_ros.robot.interface import RosInterface
+from rtgym_ros.robot.loader import load_robot_config
+from rtgym_ros.ros.diagnostics import DiagnosticsPublisher, OK, WARN
+
+ACTION_BUFFER_KEY = 'action_buffer'
+
+
+class RosEnv(RealTimeEnv):
+    """The real-time env on a robot config: Dict observations, checked actions, diagnostics."""
+
+    def __init__(self, robot_config: str | Path | None = None, *,
+                 node_name: str | None = None, **overrides: Any) -> None:
+        env_config, spec = load_robot_config(robot_config, node_name=node_name, **overrides)
+        if node_name is not None:
+            env_config['node_name'] = node_name
+        self.robot = spec
+        self.rejected_actions = 0
+        self.replaced_actions = 0
+        self.rate_limited_actions = 0
+        self._max_delta = spec.max_delta  # once: the spec does not change
+        super().__init__(dict(env_config, interface=RosInterface,
+                              interface_kwargs={'spec': spec}))
+        self._slot_names = [slot.name for slot in spec.observations]
+        self._dict_layout = spec.options['observation_layout'] == 'dict'
+        if self._dict_layout:
+            self.observation_space = self._dict_space()
+        period = spec.options['diagnostics_period']
+        if period > 0:
+            self._diagnostics = self._runtime.call(lambda: DiagnosticsPublisher(
+                self._runtime.node, name=f'rtgym_ros: {self.config.node_name}',
+                period=period, collect=self._diagnostic_values))
+
+    def _dict_space(self) -> spaces.Dict:
+        entries = {slot.name: slot.space for slot in self.robot.observations}
+        if self.act_in_obs:
+            low, high = self.action_space.low, self.action_space.high
+            entries[ACTION_BUFFER_KEY] = spaces.Box(
+                np.tile(low, (self.act_buf_len, 1)), np.tile(high, (self.act_buf_len, 1)),
+                dtype=np.float32)
+        return spaces.Dict(entries)
+
+    def _format_obs(self, obs: tuple) -> Any:
+        count = len(self._slot_names)
+        if not self._dict_layout:
+            # Copies: the buffer holds the caller's own action objects, which would otherwise
+            # be shared between observations (Gymnasium's checker warns about that).
+            return (*obs[:count], *(np.array(a, dtype=np.float32) for a in obs[count:]))
+        named = dict(zip(self._slot_names, obs[:count]))
+        if self.act_in_obs:
+            named[ACTION_BUFFER_KEY] = np.stack(obs[count:]).astype(np.float32, copy=False)
+        return named
+
+    def step(self, action: Any) -> tuple:
+        return super().step(self.check_action(action))
+
+    def check_action(self, action: Any) -> np.ndarray:
+        """Return the action that will be applied (and buffered), or raise ValueError."""
+        space = self.action_space
+        try:
+            values = np.asarray(action, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f'action must be {space.shape[0]} numbers, got {action!r}') from None
+        if values.shape != space.shape:
+            raise ValueError(f'action must have shape {space.shape}, got {values.shape}')
+        if not np.all(np.isfinite(values)):
+            self.replaced_actions += 1
+            warnings.warn(f'non-finite action {values.tolist()} replaced by the safe action')
+            return np.array(self.safe_action(), dtype=np.float32)
+        values, _ = self._keep_within(
+            values, space.low, space.high,
+            lambda: f'is outside the bounds [{space.low.tolist()}, {space.high.tolist()}]')
+        return self._limit_rate(values).astype(np.float32)
+
+    def _limit_rate(self, values: np.ndarray) -> np.ndarray:
+        """
+        Keep each value within ``max_delta`` of the action sent before (clip or reject).
+
+        The action sent before is the buffer's newest: the default (or last) action after a
+        reset. Safety stops (default action on a stall, an error or close) are not limited.
+        """
+        limit = self._max_delta
+        if limit is None or not self.act_buf:
+            return values
+        previous = np.asarray(self.act_buf[-1], dtype=np.float64)
+        values, clipped = self._keep_within(
+            values, previous - limit, previous + limit,
+            lambda: f'moves more than max_delta {limit.tolist()} from the previous action '
+                    f'{previous.tolist()}')
+        self.rate_limited_actions += clipped
+        return values
+
+    def _keep_within(self, values: np.ndarray, low: np.ndarray, high: np.ndarray,
+                     why: Callable[[], str]) -> tuple[np.ndarray, bool]:
+        """Clip to [low, high], or raise ValueError(why()) under ``action_policy: reject``."""
+        if np.all(values >= low) and np.all(values <= high):
+            return values, False
+        if self.robot.options['action_policy'] == 'reject':
+            self.rejected_actions += 1
+            raise ValueError(f'action {values.tolist()} {why()} (action_policy: reject)')
+        return np.clip(values, low, high), True
+
+    def _diagnostic_values(self) -> tuple[bytes, str, dict[str, object]]:
+        """Executor thread, ~1 Hz: what an operator wants to see on rqt_runtime_monitor."""
+        interface: RosInterface = self.interface
+        now = interface.now()
+        ages = {f'age {slot.name} (s)': f'{slot.age(now):.4f}' for slot in interface.slots}
+        stale = [slot.name for slot, spec in zip(interface.slots, self.robot.observations)
+                 if spec.max_age is not None and slot.age(now) > spec.max_age]
+        values = {'steps': self.current_step, 'time-outs': self.timeouts,
+                  'watchdog stops': self.stalls,
+                  'time_step_duration (s)': self.time_step_duration, **ages,
+                  **{f'stale count {name}': count
+                     for name, count in interface.stale_counts.items()}}
+        if stale:
+            return WARN, f'stale observations: {", ".join(stale)}', values
+        return OK, 'running' if self.running else 'idle', values
+
+    def _shutdown_interface(self) -> None:
+        diagnostics = getattr(self, '_diagnostics', None)
+        if diagnostics is not None:
+            diagnostics.destroy()
+        super()._shutdown_interface()

@@ -1,0 +1,259 @@
+"""
+``RosInterface``: a RealTimeGymInterface made from a robot config, topics in and out.
+
+Actions are published on the executor thread when a time-step starts, stamped with the node
+clock. Sensor subscriptions live on the io node, whose thread only stores messages in slots, so
+the capture (executor thread) may wait, bounded, for fresh data. Observation order is the
+config's; the env turns it into a Dict (or keeps rtgym's Tuple).
+"""
+
+import threading
+import time
+from typing import Any
+
+import gymnasium.spaces as spaces
+import numpy as np
+from rclpy.node import Node
+
+from rtgym_ros.core.interface import RealTimeGymInterface
+from rtgym_ros.robot.loader import RobotSpec, ServiceSpec, SignalSpec
+from rtgym_ros.robot.slots import LatestValue, Slot
+from rtgym_ros.ros.deferred_log import DeferredLog
+
+
+_SERVICE_RETRY = 1.0  # seconds before a service request is sent again
+
+
+class RosInterface(RealTimeGymInterface):
+    """Publishes action groups, fills observation slots, calls reset/pause services."""
+
+    wants_io_node = True
+
+    def __init__(self, spec: RobotSpec) -> None:
+        self.spec = spec
+        self._node: Node | None = None
+        self.last_action = spec.default_action.astype(np.float32)
+        self.last_action_time = -np.inf
+        self.slots: list[Slot] = []
+        self._publishers: list = []
+        self._signals: dict[str, LatestValue] = {}
+        self._clients: dict[int, Any] = {}
+        self.paused = False
+        self.stale_counts = {slot.name: 0 for slot in spec.observations}
+
+    # -- wiring -------------------------------------------------------------------------------
+
+    def bind_node(self, node: Node, io_node: Node | None = None) -> None:
+        self._node = node
+        self._log = DeferredLog(node)
+        self._io_node = io_node or node
+        self._clock = node.get_clock()
+        self._publishers = [node.create_publisher(group.writer.msg_type, group.topic, group.qos)
+                            for group in self.spec.actions]
+        for slot_spec in self.spec.observations:
+            slot = Slot(slot_spec.name, slot_spec.reader, now=self.now,
+                        use_header_stamp=slot_spec.use_header_stamp)
+            self._io_node.create_subscription(slot_spec.reader.msg_type, slot_spec.topic,
+                                              slot.store, slot_spec.qos)
+            self.slots.append(slot)
+        for name in ('reward', 'termination'):
+            signal: SignalSpec | None = getattr(self.spec, name)
+            if signal is not None and signal.topic is not None:
+                value = LatestValue(signal.reader)
+                self._io_node.create_subscription(signal.reader.msg_type, signal.topic,
+                                                  value.store, signal.qos)
+                self._signals[name] = value
+        for service in (self.spec.reset, self.spec.pause, self.spec.unpause):
+            if service is not None and service.service is not None \
+                    and id(service) not in self._clients:
+                self._clients[id(service)] = self._io_node.create_client(
+                    service.service_type, service.service)
+
+    def now(self) -> float:
+        return self._clock.now().nanoseconds * 1e-9
+
+    def close(self) -> None:
+        self._log.destroy()
+
+    # -- spaces -------------------------------------------------------------------------------
+
+    def get_observation_space(self) -> spaces.Tuple:
+        return spaces.Tuple(tuple(slot.space for slot in self.spec.observations))
+
+    def get_action_space(self) -> spaces.Box:
+        return spaces.Box(self.spec.action_low.astype(np.float32),
+                          self.spec.action_high.astype(np.float32), dtype=np.float32)
+
+    def get_default_action(self) -> np.ndarray:
+        return self.spec.default_action.astype(np.float32)
+
+    def get_safe_action(self, default_action: np.ndarray) -> np.ndarray:
+        """Return the default action, but the values last sent for ``on_stop: hold`` groups."""
+        values = np.array(default_action, dtype=np.float32).reshape(-1)
+        start = 0
+        for group in self.spec.actions:
+            if group.on_stop == 'hold':
+                values[start:start + group.size] = self.last_action[start:start + group.size]
+            start += group.size
+        return values
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def send_control(self, control: Any) -> None:
+        """Publish each action group; anything non-finite is replaced by the safe default."""
+        if control is None:
+            return
+        values = np.asarray(control, dtype=np.float64).reshape(-1)
+        default = self.spec.default_action
+        if values.shape != default.shape or not np.all(np.isfinite(values)):
+            self._log.warning('refused action',
+                              f'refusing to publish action {values.tolist()} (expected '
+                              f'{default.size} finite values): publishing the safe action')
+            values = self.get_safe_action(default).astype(np.float64)
+        stamp = self._clock.now().to_msg()
+        start = 0
+        for group, publisher in zip(self.spec.actions, self._publishers):
+            publisher.publish(group.writer.build(values[start:start + group.size],
+                                                 stamp=stamp if group.stamped else None))
+            start += group.size
+        self.last_action = values.astype(np.float32)
+        self.last_action_time = self.now()
+
+    # -- observations -------------------------------------------------------------------------
+
+    def get_obs_rew_terminated_info(self) -> tuple[list, float, bool, dict]:
+        self._wait_for_fresh_messages()
+        info = self._freshness_info()
+        obs = self._read_slots(info)
+        named = {slot.name: value for slot, value in zip(self.slots, obs)}
+        reward = self._signal_value('reward', named, info)
+        terminated = bool(self._signal_value('termination', named, info))
+        return obs, float(reward), terminated, info
+
+    def _wait_for_fresh_messages(self) -> None:
+        """Bounded waits: 'newer than the action' for every slot, 'wait' policy when stale."""
+        options = self.spec.options
+        if options['newer_than_action']:
+            bound = options['newer_than_action_timeout']
+            for slot in self.slots:
+                slot.wait_newer_than(self.last_action_time,
+                                     timeout=0.05 if bound is None else bound)
+        now = self.now()
+        for slot, slot_spec in zip(self.slots, self.spec.observations):
+            if slot_spec.on_stale == 'wait' and slot_spec.max_age is not None \
+                    and slot.age(now) > slot_spec.max_age:
+                slot.wait_newer_than(now - slot_spec.max_age, timeout=slot_spec.wait_timeout)
+
+    def _freshness_info(self) -> dict:
+        """Ages of every slot and the names of stale ones; apply the warn/error policies."""
+        now = self.now()
+        ages = {slot.name: slot.age(now) for slot in self.slots}
+        stale = []
+        for slot_spec in self.spec.observations:
+            age = ages[slot_spec.name]
+            limit = np.inf if slot_spec.max_age is None else slot_spec.max_age
+            if age <= limit:
+                continue
+            stale.append(slot_spec.name)
+            self.stale_counts[slot_spec.name] += 1
+            message = (f'observations.{slot_spec.name} ({slot_spec.topic}) is stale: '
+                       f'age {age:.3f} s > max_age {slot_spec.max_age} s')
+            if slot_spec.on_stale == 'error':
+                raise RuntimeError(message)
+            if slot_spec.on_stale in ('warn', 'wait'):
+                self._log.warning(slot_spec.name, message)
+        info = {'obs_ages': ages, 'stale': stale, 'capture_time': now,
+                'action_time': self.last_action_time}
+        if self.spec.options['newer_than_action']:
+            info['newer_than_action'] = {slot.name: slot.stamp > self.last_action_time
+                                         for slot in self.slots}
+        return info
+
+    def _read_slots(self, info: dict) -> list[np.ndarray]:
+        """Convert each slot; a slot that never received a message reads as zeros."""
+        obs = []
+        missing = []
+        for slot, slot_spec in zip(self.slots, self.spec.observations):
+            if slot.message is None:
+                missing.append(slot.name)
+                obs.append(np.zeros(slot_spec.space.shape, slot_spec.space.dtype))
+            else:
+                obs.append(slot.read())
+        if missing:
+            info['missing'] = missing
+        return obs
+
+    def _signal_value(self, name: str, obs: dict, info: dict) -> Any:
+        signal: SignalSpec | None = getattr(self.spec, name)
+        if signal is None:
+            return False
+        if signal.function is not None:
+            return signal.function(obs, self.last_action, info)
+        if signal.topic is not None:
+            value = self._signals[name].value
+            return signal.constant if value is None else value
+        return signal.constant
+
+    # -- episodes -----------------------------------------------------------------------------
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[list, dict]:
+        """Unpause and reset the robot, then wait for messages from after the reset."""
+        if self.paused and self.spec.unpause is not None:
+            self._call(self.spec.unpause, key='unpause')
+        self.paused = False
+        if self.spec.reset is not None:
+            self._call(self.spec.reset, key='reset', seed=seed, options=options)
+            since = self.now()
+        else:
+            since = -np.inf  # no reset: any message is a valid first observation
+        self._wait_for_first_messages(since)
+        info = self._freshness_info()
+        return self._read_slots(info), info
+
+    def _wait_for_first_messages(self, since: float) -> None:
+        """One reset_timeout for all slots together, not one each."""
+        timeout = self.spec.options['reset_timeout']
+        deadline = time.monotonic() + timeout
+        silent = [spec.topic for slot, spec in zip(self.slots, self.spec.observations)
+                  if not slot.wait_newer_than(since, timeout=max(0.0,
+                                                                 deadline - time.monotonic()))]
+        if silent:
+            raise TimeoutError(f'reset: no message on {", ".join(silent)} within reset_timeout '
+                               f'{timeout} s; is the robot (or simulator) running?')
+
+    def wait(self) -> None:
+        """Stop the robot, then pause the simulator if a service is given (rtgym's pause)."""
+        self.send_control(self.get_safe_action(self.spec.default_action))
+        if self.spec.pause is not None:
+            self._call(self.spec.pause, key='pause')
+            self.paused = True
+
+    def _call(self, service: ServiceSpec, *, key: str, **kwargs: Any) -> None:
+        if service.function is not None:
+            service.function(self._node, **kwargs)
+            return
+        client = self._clients[id(service)]
+        deadline = time.monotonic() + service.timeout
+        if not client.wait_for_service(timeout_sec=service.timeout):
+            raise TimeoutError(f'{key}: service {service.service} is not available '
+                               f'(waited {service.timeout} s)')
+        request = service.service_type.Request()
+        if service.data is not None:
+            request.data = service.data
+        # A request sent before the server's reply path is matched (a restarted robot) is
+        # never answered: ask again every second until the bound.
+        while True:
+            done = threading.Event()
+            future = client.call_async(request)
+            future.add_done_callback(lambda _: done.set())
+            remaining = deadline - time.monotonic()
+            if done.wait(max(0.0, min(_SERVICE_RETRY, remaining))):
+                break
+            client.remove_pending_request(future)
+            if remaining <= _SERVICE_RETRY:
+                raise TimeoutError(f'{key}: service {service.service} did not answer within '
+                                   f'{service.timeout} s')
+        response = future.result()
+        if hasattr(response, 'success') and not response.success:
+            raise RuntimeError(f'{key}: service {service.service} failed: '
+                               f'{getattr(response, "message", "")!r}')

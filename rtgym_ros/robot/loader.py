@@ -1,0 +1,465 @@
+"""
+A robot described by configuration: validated into specs before any node exists.
+
+Every mistake is reported at load with the offending key (``actions.effort.low must have 1
+value, got 2``). The only code a config can name is a ``package.module:function`` callable for
+reward, termination or reset; nothing is eval'd.
+"""
+
+from dataclasses import dataclass, field
+import importlib
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import gymnasium.spaces as spaces
+import numpy as np
+from rclpy.exceptions import InvalidServiceNameException, InvalidTopicNameException
+from rclpy.qos import QoSProfile
+from rclpy.validate_topic_name import validate_topic_name
+
+from rtgym_ros.core.config import ROS_DEFAULTS, RTGYM_DEFAULTS
+from rtgym_ros.msgconv.readers import compile_reader, FieldReader
+from rtgym_ros.msgconv.type_names import load_message_type, load_service_type
+from rtgym_ros.msgconv.writers import compile_writer, FieldWriter
+from rtgym_ros.robot.params_file import load_params_file
+from rtgym_ros.robot.qos import qos_from_config
+
+STALE_POLICIES = ('warn', 'flag', 'wait', 'error')
+ACTION_POLICIES = ('clip', 'reject')
+LAYOUTS = ('dict', 'tuple')
+SERVICE_TYPES = ('std_srvs/srv/Empty', 'std_srvs/srv/Trigger', 'std_srvs/srv/SetBool')
+# rtgym keys that name Python objects cannot come from YAML.
+_CODE_KEYS = ('interface', 'interface_args', 'interface_kwargs', 'act_prepro_func',
+              'obs_prepro_func')
+ENV_KEYS = tuple(k for k in (*RTGYM_DEFAULTS, *ROS_DEFAULTS) if k not in _CODE_KEYS)
+ROBOT_DEFAULTS: dict[str, Any] = {
+    'watchdog_timeout': 1.0,  # a robot must not keep its last command when the agent stalls
+    'action_policy': 'clip',  # out-of-bounds actions: 'clip' to the bounds or 'reject'
+    'observation_layout': 'dict',  # 'dict' (flat gymnasium Dict) or 'tuple' (rtgym's layout)
+    'newer_than_action': False,  # wait (bounded) for messages stamped after the action
+    'newer_than_action_timeout': None,  # bound of that wait; None: one time-step
+    'reset_timeout': 5.0,  # bound on reset's service calls and its wait for first messages
+    'diagnostics_period': 1.0,  # /diagnostics publishing period (s); 0 disables
+}
+_ROBOT_KEYS = ('actions', 'observations', 'reward', 'termination', 'reset', 'pause',
+               'unpause', *ROBOT_DEFAULTS)
+# Read by the agent node (rtgym_ros.nodes.agent) from the same file; the env ignores them.
+AGENT_KEYS = ('policy', 'episodes', 'seed', 'timing_csv', 'timing_plot', 'progress')
+
+
+@dataclass
+class ActionGroup:
+    """One action topic: its slice of the action vector and its safe value."""
+
+    name: str
+    topic: str
+    writer: FieldWriter
+    low: np.ndarray
+    high: np.ndarray
+    default: np.ndarray
+    qos: QoSProfile
+    stamped: bool = True
+    """False: header.stamp stays zero ('execute on receipt' for trajectory controllers)."""
+    max_delta: np.ndarray | None = None
+    """Largest change per time-step of each value (a rate limit for position commands)."""
+    on_stop: str = 'default'
+    """What the group gets when the robot must stop: 'default', or 'hold' its last values."""
+
+    @property
+    def size(self) -> int:
+        return self.writer.size
+
+
+@dataclass
+class ObservationSlotSpec:
+    """One sensor topic and how its newest message becomes part of the observation."""
+
+    name: str
+    topic: str
+    reader: FieldReader
+    space: spaces.Box
+    max_age: float | None
+    on_stale: str
+    wait_timeout: float
+    use_header_stamp: bool
+    qos: QoSProfile
+
+
+@dataclass
+class SignalSpec:
+    """Reward or termination: from a topic's field, a function, or a constant."""
+
+    constant: Any = None
+    topic: str | None = None
+    reader: FieldReader | None = None
+    function: Callable | None = None
+    qos: QoSProfile | None = None
+
+
+@dataclass
+class ServiceSpec:
+    """A service call (std_srvs Empty/Trigger/SetBool) or a function, with a time bound."""
+
+    service: str | None = None
+    service_type: type | None = None
+    data: bool | None = None
+    function: Callable | None = None
+    timeout: float = 5.0
+
+
+@dataclass
+class RobotSpec:
+    """Everything the ROS interface needs, checked."""
+
+    actions: list[ActionGroup]
+    observations: list[ObservationSlotSpec]
+    reward: SignalSpec
+    termination: SignalSpec | None
+    reset: ServiceSpec | None
+    pause: ServiceSpec | None
+    unpause: ServiceSpec | None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def action_low(self) -> np.ndarray:
+        return np.concatenate([group.low for group in self.actions])
+
+    @property
+    def action_high(self) -> np.ndarray:
+        return np.concatenate([group.high for group in self.actions])
+
+    @property
+    def default_action(self) -> np.ndarray:
+        return np.concatenate([group.default for group in self.actions])
+
+    @property
+    def max_delta(self) -> np.ndarray | None:
+        """Per-value rate limits (inf where a group has none); None when no group has one."""
+        if all(group.max_delta is None for group in self.actions):
+            return None
+        return np.concatenate([np.full(group.writer.size, np.inf) if group.max_delta is None
+                               else group.max_delta for group in self.actions])
+
+
+def load_robot_config(path: str | Path | None = None, *, node_name: str | None = None,
+                      **overrides: Any) -> tuple[dict[str, Any], RobotSpec]:
+    """Read a params file, apply ``overrides``, return (env config keys, robot spec)."""
+    # Without an explicit name, the entry of the node the env will create applies (as it would
+    # with --params-file), besides '/**'.
+    params = {} if path is None else load_params_file(
+        path, node_name=node_name or overrides.get('node_name'),
+        default_node_name=ROS_DEFAULTS['node_name'])
+    params.update(overrides)
+    return split_and_check(params)
+
+
+def split_and_check(params: dict[str, Any]) -> tuple[dict[str, Any], RobotSpec]:
+    """Separate env keys from the robot mapping and validate the latter."""
+    params = {k: v for k, v in params.items() if k not in AGENT_KEYS}
+    unknown = sorted(set(params) - set(ENV_KEYS) - set(_ROBOT_KEYS))
+    if unknown:
+        raise ValueError(f'unknown config keys {unknown}; expected env keys '
+                         f'{sorted(ENV_KEYS)} or robot keys {sorted(_ROBOT_KEYS)}')
+    env_config = {k: v for k, v in params.items() if k in ENV_KEYS}
+    options = {**ROBOT_DEFAULTS, **{k: params[k] for k in ROBOT_DEFAULTS if k in params}}
+    env_config['watchdog_timeout'] = options.pop('watchdog_timeout')
+    # Between episodes a robot is stopped (and a simulator paused): wait() on done, so the
+    # reset that follows restarts the clock instead of reporting a time-out.
+    env_config.setdefault('wait_on_done', True)
+    _check_choice(options['action_policy'], ACTION_POLICIES, key='action_policy')
+    _check_choice(options['observation_layout'], LAYOUTS, key='observation_layout')
+    for key in ('reset_timeout', 'diagnostics_period'):
+        options[key] = _number(options[key], key=key, minimum=0.0)
+    if options['newer_than_action_timeout'] is not None:
+        options['newer_than_action_timeout'] = _number(
+            options['newer_than_action_timeout'], key='newer_than_action_timeout', minimum=0.0)
+    spec = RobotSpec(
+        actions=_groups(params, 'actions', _action_group),
+        observations=_groups(params, 'observations', _observation_slot),
+        reward=_signal(params.get('reward'), key='reward', default_type='std_msgs/msg/Float64',
+                       constant=0.0),
+        termination=_optional(params, 'termination', lambda value, key: _signal(
+            value, key=key, default_type='std_msgs/msg/Bool', constant=False)),
+        reset=_optional(params, 'reset', lambda value, key: _service(
+            value, key=key, timeout=options['reset_timeout'], data=True)),
+        pause=_optional(params, 'pause', lambda value, key: _service(
+            value, key=key, timeout=options['reset_timeout'], data=True)),
+        unpause=_optional(params, 'unpause', lambda value, key: _service(
+            value, key=key, timeout=options['reset_timeout'], data=False)),
+        options=options,
+    )
+    if spec.pause and spec.unpause is None and spec.pause.data is not None:
+        # A SetBool pause service is also the way back: data=False unpauses.
+        spec.unpause = ServiceSpec(service=spec.pause.service,
+                                   service_type=spec.pause.service_type, data=False,
+                                   timeout=spec.pause.timeout)
+    return env_config, spec
+
+
+def _groups(params: dict, key: str, build: Callable) -> list:
+    section = params.get(key)
+    if not isinstance(section, dict):
+        raise ValueError(f'{key} must be a mapping with a names list, got {section!r}')
+    names = section.get('names')
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise ValueError(f'{key}.names must be a non-empty list of names, got {names!r}')
+    if len(set(names)) != len(names):
+        raise ValueError(f'{key}.names has duplicates: {names}')
+    if key == 'observations' and 'action_buffer' in names:
+        raise ValueError("observations.names must not contain 'action_buffer', the key of "
+                         'the action buffer in observations')
+    extra = sorted(set(section) - {'names', *names})
+    if extra:
+        raise ValueError(f'{key} has entries {extra} that are not in {key}.names {names}')
+    groups = []
+    for name in names:
+        if not isinstance(section.get(name), dict):
+            raise ValueError(f'{key}.{name} must be a mapping (it is listed in {key}.names), '
+                             f'got {section.get(name)!r}')
+        groups.append(build(name, section[name], key=f'{key}.{name}'))
+    return groups
+
+
+_ACTION_KEYS = ('topic', 'type', 'field', 'fields', 'joint_names', 'low', 'high', 'default',
+                'qos', 'time_from_start', 'frame_id', 'stamp', 'max_delta', 'on_stop')
+
+
+def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
+    _check_keys(entry, _ACTION_KEYS, key=key)
+    msg_type = load_message_type(_required(entry, 'type', key=key), key=f'{key}.type')
+    low = _vector(_required(entry, 'low', key=key), key=f'{key}.low')
+    high = _vector(_required(entry, 'high', key=key), key=f'{key}.high')
+    _check_bounds(low, high, key=key)
+    writer = compile_writer(
+        msg_type, _fields(entry, key=key), key=key, joint_names=entry.get('joint_names'),
+        size=None if entry.get('joint_names') else len(low), frame_id=entry.get('frame_id'),
+        time_from_start=_number(entry.get('time_from_start', 0.0),
+                                key=f'{key}.time_from_start', minimum=0.0))
+    default = _vector(entry.get('default', np.zeros(writer.size)), key=f'{key}.default')
+    for what, values in (('low', low), ('high', high), ('default', default)):
+        if len(values) != writer.size:
+            raise ValueError(f'{key}.{what} must have {writer.size} values, got {len(values)}')
+        if not np.all(np.isfinite(values)):
+            raise ValueError(f'{key}.{what} must be finite, got {values.tolist()}')
+    _check_bounds(low, high, key=key)
+    if np.any(default < low) or np.any(default > high):
+        raise ValueError(f'{key}.default must lie within low and high, got {default.tolist()}')
+    stamp = entry.get('stamp', 'now')
+    _check_choice(stamp, ('now', 'zero'), key=f'{key}.stamp')
+    max_delta = None
+    if entry.get('max_delta') is not None:
+        max_delta = _vector(entry['max_delta'], key=f'{key}.max_delta')
+        if len(max_delta) != writer.size:
+            raise ValueError(f'{key}.max_delta must have {writer.size} values, '
+                             f'got {len(max_delta)}')
+        if not np.all(max_delta > 0.0) or not np.all(np.isfinite(max_delta)):
+            raise ValueError(f'{key}.max_delta must be finite numbers > 0, '
+                             f'got {max_delta.tolist()}')
+    on_stop = entry.get('on_stop', 'default')
+    _check_choice(on_stop, ('default', 'hold'), key=f'{key}.on_stop')
+    return ActionGroup(name=name, topic=_topic(entry, key=key), writer=writer, low=low,
+                       high=high, default=default, stamped=stamp == 'now', max_delta=max_delta,
+                       on_stop=on_stop,
+                       qos=qos_from_config(entry.get('qos'), key=f'{key}.qos',
+                                           default='reliable'))
+
+
+_OBSERVATION_KEYS = ('topic', 'type', 'field', 'fields', 'joint_names', 'low', 'high', 'qos',
+                     'max_age', 'on_stale', 'wait_timeout', 'nonfinite', 'shape', 'encoding',
+                     'to_rgb', 'stamp', 'length')
+
+
+def _observation_slot(name: str, entry: dict, *, key: str) -> ObservationSlotSpec:
+    _check_keys(entry, _OBSERVATION_KEYS, key=key)
+    type_name = _required(entry, 'type', key=key)
+    msg_type = load_message_type(type_name, key=f'{key}.type')
+    low = None if entry.get('low') is None else _vector(entry['low'], key=f'{key}.low')
+    high = None if entry.get('high') is None else _vector(entry['high'], key=f'{key}.high')
+    shape = entry.get('shape')
+    if shape is None and low is not None and not entry.get('joint_names') \
+            and 'length' not in entry:
+        shape = [len(low)]
+    reader = compile_reader(
+        msg_type, _fields(entry, key=key, image=type_name == 'sensor_msgs/msg/Image'),
+        key=key, joint_names=entry.get('joint_names'), shape=shape,
+        nonfinite=entry.get('nonfinite', 'keep'), length=entry.get('length'),
+        encoding=entry.get('encoding'), to_rgb=bool(entry.get('to_rgb', False)))
+    space = _observation_space(reader, low, high, key=key)
+    max_age = entry.get('max_age')
+    if max_age is not None:
+        max_age = _number(max_age, key=f'{key}.max_age', minimum=0.0)
+    on_stale = entry.get('on_stale', 'warn')
+    _check_choice(on_stale, STALE_POLICIES, key=f'{key}.on_stale')
+    stamp = entry.get('stamp', 'header')
+    _check_choice(stamp, ('header', 'receive'), key=f'{key}.stamp')
+    wait_timeout = _number(entry.get('wait_timeout', 0.1), key=f'{key}.wait_timeout',
+                           minimum=0.0)
+    return ObservationSlotSpec(
+        name=name, topic=_topic(entry, key=key), reader=reader, space=space, max_age=max_age,
+        on_stale=on_stale, wait_timeout=wait_timeout, use_header_stamp=stamp == 'header',
+        qos=qos_from_config(entry.get('qos'), key=f'{key}.qos', default='sensor_data'))
+
+
+def _observation_space(reader: FieldReader, low: np.ndarray | None, high: np.ndarray | None,
+                       *, key: str) -> spaces.Box:
+    dtype = np.dtype(reader.dtype)
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        default_low, default_high = info.min, info.max
+    else:
+        default_low, default_high = -np.inf, np.inf
+    bounds = []
+    for what, values, fallback in (('low', low, default_low), ('high', high, default_high)):
+        if values is None:
+            bounds.append(np.full(reader.shape, fallback, dtype=dtype))
+            continue
+        if values.size not in (1, reader.size):
+            raise ValueError(f'{key}.{what} must have {reader.size} values (or 1), '
+                             f'got {values.size}')
+        bounds.append(np.broadcast_to(values, reader.shape).astype(dtype))
+    _check_bounds(bounds[0].ravel(), bounds[1].ravel(), key=key)
+    return spaces.Box(bounds[0], bounds[1], shape=tuple(reader.shape), dtype=dtype)
+
+
+def _signal(value: Any, *, key: str, default_type: str, constant: Any) -> SignalSpec:
+    if value is None:
+        return SignalSpec(constant=constant)
+    if not isinstance(value, dict):
+        raise ValueError(f'{key} must be a mapping with topic, function or constant, '
+                         f'got {value!r}')
+    _check_keys(value, ('topic', 'type', 'field', 'qos', 'function', 'constant'), key=key)
+    sources = [s for s in ('topic', 'function', 'constant') if s in value]
+    if len(sources) != 1:
+        raise ValueError(f'{key} needs exactly one of topic, function, constant; got {sources}')
+    if 'constant' in value:
+        return SignalSpec(constant=value['constant'])
+    if 'function' in value:
+        return SignalSpec(function=load_callable(value['function'], key=f'{key}.function'))
+    msg_type = load_message_type(value.get('type', default_type), key=f'{key}.type')
+    reader = compile_reader(msg_type, [value.get('field', 'data')], key=key)
+    if reader.size != 1:
+        raise ValueError(f'{key}.field must hold 1 value, got {reader.size}')
+    return SignalSpec(topic=_topic(value, key=key), reader=reader,
+                      qos=qos_from_config(value.get('qos'), key=f'{key}.qos',
+                                          default='reliable'))
+
+
+def _service(value: Any, *, key: str, timeout: float, data: bool) -> ServiceSpec:
+    if not isinstance(value, dict):
+        raise ValueError(f'{key} must be a mapping with service (+ type) or function, '
+                         f'got {value!r}')
+    _check_keys(value, ('service', 'type', 'data', 'function', 'timeout'), key=key)
+    timeout = _number(value.get('timeout', timeout), key=f'{key}.timeout', minimum=0.0)
+    if ('service' in value) == ('function' in value):
+        raise ValueError(f'{key} needs exactly one of service, function')
+    if 'function' in value:
+        return ServiceSpec(function=load_callable(value['function'], key=f'{key}.function'),
+                           timeout=timeout)
+    type_name = value.get('type', 'std_srvs/srv/Empty')
+    if type_name not in SERVICE_TYPES:
+        raise ValueError(f'{key}.type must be one of {", ".join(SERVICE_TYPES)}, '
+                         f'got {type_name!r}')
+    service_type = load_service_type(type_name, key=f'{key}.type')
+    is_set_bool = type_name.endswith('/SetBool')
+    value_data = value.get('data', data)
+    if not isinstance(value_data, bool):
+        raise ValueError(f'{key}.data must be true or false, got {value_data!r}')
+    return ServiceSpec(service=_name(value['service'], key=f'{key}.service'),
+                       service_type=service_type, data=value_data if is_set_bool else None,
+                       timeout=timeout)
+
+
+def load_callable(spec: Any, *, key: str) -> Callable:
+    """``'package.module:function'`` -> the function (imported, never eval'd)."""
+    if not isinstance(spec, str) or spec.count(':') != 1:
+        raise ValueError(f"{key} must be 'package.module:function', got {spec!r}")
+    module_name, attribute = spec.split(':')
+    if not module_name or not attribute.isidentifier() or not all(
+            part.isidentifier() for part in module_name.split('.')):
+        raise ValueError(f"{key} must be 'package.module:function', got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f'{key}: cannot import module {module_name!r}: {error}') from None
+    function = getattr(module, attribute, None)
+    if not callable(function):
+        raise ValueError(f'{key}: module {module_name!r} has no callable {attribute!r}')
+    return function
+
+
+def _optional(params: dict, key: str, build: Callable) -> Any:
+    return None if params.get(key) is None else build(params[key], key)
+
+
+def _check_keys(entry: dict, allowed: tuple, *, key: str) -> None:
+    unknown = sorted(set(entry) - set(allowed))
+    if unknown:
+        raise ValueError(f'{key} has unknown keys {unknown}; allowed: {", ".join(allowed)}')
+
+
+def _required(entry: dict, name: str, *, key: str) -> Any:
+    if entry.get(name) is None:
+        raise ValueError(f'{key}.{name} is required')
+    return entry[name]
+
+
+def _fields(entry: dict, *, key: str, image: bool = False) -> list[str]:
+    if 'field' in entry and 'fields' in entry:
+        raise ValueError(f'{key}: give field or fields, not both')
+    fields = entry.get('fields', [entry['field']] if 'field' in entry else None)
+    if fields is None:
+        if image:
+            return ['data']
+        raise ValueError(f'{key}.fields is required (a list of field paths)')
+    if not isinstance(fields, list) or not fields or not all(isinstance(f, str) for f in fields):
+        raise ValueError(f'{key}.fields must be a non-empty list of field paths, got {fields!r}')
+    return fields
+
+
+def _topic(entry: dict, *, key: str) -> str:
+    return _name(_required(entry, 'topic', key=key), key=f'{key}.topic')
+
+
+def _name(value: Any, *, key: str) -> str:
+    """Check a ROS name (relative names resolve under the env's namespace)."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f'{key} must be a topic or service name, got {value!r}')
+    try:
+        validate_topic_name(value, is_service=key.endswith('.service'))
+    except (InvalidServiceNameException, InvalidTopicNameException) as error:
+        reason = str(error).splitlines()[0]
+        raise ValueError(f'{key} must be a valid ROS name, got {value!r}: {reason}') from None
+    return value
+
+
+def _vector(value: Any, *, key: str) -> np.ndarray:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, (list, tuple, np.ndarray)) or not all(
+            isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in value):
+        raise ValueError(f'{key} must be a list of numbers, got {value!r}')
+    return np.asarray(value, dtype=np.float64)
+
+
+def _number(value: Any, *, key: str, minimum: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ValueError(f'{key} must be a number, got {value!r}')
+    if value < minimum:
+        raise ValueError(f'{key} must be >= {minimum}, got {value!r}')
+    return float(value)
+
+
+def _check_bounds(low: np.ndarray, high: np.ndarray, *, key: str) -> None:
+    if len(low) != len(high):
+        raise ValueError(f'{key}.low and {key}.high must have the same length, '
+                         f'got {len(low)} and {len(high)}')
+    bad = np.flatnonzero(low > high)
+    if bad.size:
+        raise ValueError(f'{key}.low must be <= {key}.high, got low > high at index '
+                         f'{bad.tolist()}')
+
+
+def _check_choice(value: Any, choices: tuple, *, key: str) -> None:
+    if value not in choices:
+        raise ValueError(f'{key} must be one of {", ".join(choices)}, got {value!r}')

@@ -1,0 +1,1 @@
+"""ROS plumbing without Gymnasium: private runtime, spin threads, deadline timer, logs, args."""

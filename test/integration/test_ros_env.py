@@ -1,0 +1,729 @@
+"""
+``rtgym_ros/ros-v1`` against a robot in another process, over real DDS.
+
+One robot_emulator process serves the module; every test spawns its own robot in it, under a
+namespace of its own, with its own command log, so tests cannot hear each other. The env runs
+in the test process, configured by a params file written for the test.
+"""
+
+import itertools
+import json
+import math
+import os
+from pathlib import Path
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Callable
+import warnings
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+import gymnasium as gym
+import gymnasium.spaces as spaces
+import numpy as np
+import pytest
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from ros_probe import die_with_parent, Probe, wait_until
+import rtgym_ros  # noqa: F401  (registers rtgym_ros/ros-v1)
+from rtgym_ros.ros.runtime import IO_EXECUTOR_VARIABLE, RosRuntime
+from sensor_msgs.msg import JointState
+from sim_clock import SimClock
+from std_msgs.msg import Float64MultiArray, String
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+EMULATOR = Path(__file__).resolve().parents[1] / 'support' / 'robot_emulator.py'
+CHILD_ENV = dict(
+    os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST', PYTHONUNBUFFERED='1',
+    PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get('PYTHONPATH')])))
+SPAWN_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
+                       durability=DurabilityPolicy.TRANSIENT_LOCAL)
+T = 0.05  # time-step (s): long enough for a noisy 2-core machine, short enough to be fast
+DEFAULT = 0.125  # the safe action: inside the bounds, unlike anything the tests step with
+RATE = 200.0  # JointState Hz of the emulated robots
+_names = itertools.count()
+
+
+def f32(value: float) -> float:
+    """Return what the robot receives for a float32 action: the float32 value, widened."""
+    return float(np.float32(value))
+
+
+class Emulator:
+    """A robot_emulator process that takes robots from a spawn topic."""
+
+    def __init__(self, probe: Probe, log_dir: Path, *args: str) -> None:
+        self.spawn_topic = f'/ros_env_test_{os.getpid()}/spawn'
+        self.log_path = log_dir / 'robot_emulator.log'
+        with open(self.log_path, 'wb') as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(EMULATOR), '--spawn-topic', self.spawn_topic, *args],
+                cwd=REPO, env=CHILD_ENV, stdout=log, stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent)
+        self.spawn_pub = probe.node.create_publisher(String, self.spawn_topic, SPAWN_QOS)
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors='replace')
+
+    def stop(self, signum: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signum)
+        try:
+            return self.proc.wait(timeout=10.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5.0)
+            raise AssertionError(f'robot_emulator ignored signal {signum}:\n{self.output()}')
+
+
+class Robot:
+    """One emulated robot: its namespace, its command log, its control topic."""
+
+    def __init__(self, probe: Probe, emulator: Emulator, log: Path, **options: Any) -> None:
+        self.ns = f'/ros_env_{os.getpid()}_{next(_names)}'
+        self.log = log
+        self._emulator = emulator
+        self.control_pub = probe.node.create_publisher(String, f'{self.ns}/control', 10)
+        emulator.spawn_pub.publish(String(data=json.dumps(
+            dict(options, namespace=self.ns, log=str(log), rate=options.get('rate', RATE)))))
+        try:
+            wait_until(lambda: probe.node.count_publishers(f'{self.ns}/joint_states'), 30.0,
+                       f'the emulated robot {self.ns}')
+            wait_until(lambda: self.control_pub.get_subscription_count(), 30.0,
+                       f'the control topic of {self.ns}')
+        except AssertionError as error:
+            raise AssertionError(f'{error}\nemulator output:\n{emulator.output()}') from None
+
+    def control(self, mode: str) -> None:
+        self.control_pub.publish(String(data=mode))
+
+    def entries(self) -> list[dict]:
+        if not self.log.exists():
+            return []
+        lines = self.log.read_text().split('\n')[:-1]  # a line is complete once its \n is
+        return [json.loads(line) for line in lines]
+
+    def commands(self) -> list[dict]:
+        return [entry for entry in self.entries() if 'data' in entry]
+
+    def values(self) -> list[float]:
+        return [entry['data'][0] for entry in self.commands()]
+
+    def wait_commands(self, count: int, timeout: float = 5.0) -> list[dict]:
+        return wait_until(lambda: len(self.commands()) >= count and self.commands(), timeout,
+                          lambda: f'{count} commands at {self.ns}, got {self.values()}')
+
+    def wait_last(self, value: float, timeout: float = 5.0) -> list[dict]:
+        """Wait until the last command the robot received is ``value``."""
+        return wait_until(
+            lambda: (self.values()[-1:] == [value]) and self.commands(), timeout,
+            lambda: f'{value} as the last command at {self.ns}, got {self.values()[-5:]}')
+
+
+@pytest.fixture(scope='module')
+def emulator(probe, tmp_path_factory):
+    emulator = Emulator(probe, tmp_path_factory.mktemp('emulator'))
+    yield emulator
+    code = emulator.stop(signal.SIGTERM)
+    assert code == 0, f'robot_emulator exited {code} on SIGTERM:\n{emulator.output()}'
+
+
+@pytest.fixture
+def spawn(probe, emulator, tmp_path):
+    robots = []
+
+    def spawn(**options: Any) -> Robot:
+        robot = Robot(probe, emulator, tmp_path / f'robot{len(robots)}.jsonl', **options)
+        robots.append(robot)
+        return robot
+
+    yield spawn
+    for robot in robots:
+        robot.control('quit')
+
+
+def robot_params(**changes: Any) -> dict:
+    """Return a one-joint robot's params: 'command' in, JointState 'joint_states' out."""
+    joints = {'topic': 'joint_states', 'type': 'sensor_msgs/msg/JointState',
+              'joint_names': ['j0'], 'fields': ['position', 'velocity', 'effort']}
+    joints.update(changes.pop('joints', {}))
+    params = {
+        'time_step_duration': T, 'start_obs_capture': T, 'act_buf_len': 2,
+        'reset_timeout': 10.0, 'watchdog_timeout': 1.0,
+        'actions': {'names': ['cmd'],
+                    'cmd': {'topic': 'command', 'type': 'std_msgs/msg/Float64MultiArray',
+                            'field': 'data', 'low': [-1.0], 'high': [1.0],
+                            'default': [DEFAULT]}},
+        'observations': {'names': ['joints'], 'joints': joints},
+    }
+    params.update(changes)
+    return params
+
+
+def write_config(path: Path, params: dict) -> Path:
+    path.write_text(yaml.safe_dump({'/**': {'ros__parameters': params}}))
+    return path
+
+
+@pytest.fixture
+def make_env(tmp_path):
+    envs = []
+
+    def make(robot: Robot, *, config: Path | None = None, **changes: Any) -> gym.Env:
+        overrides = {key: changes.pop(key) for key in
+                     ('use_sim_time', 'node_name', 'observation_layout') if key in changes}
+        if config is None:
+            config = write_config(tmp_path / f'robot{len(envs)}.yaml', robot_params(**changes))
+        env = gym.make('rtgym_ros/ros-v1', robot_config=str(config), namespace=robot.ns,
+                       **overrides)
+        envs.append(env)
+        # Commands sent before the robot's subscription matched would be lost.
+        publishers = env.unwrapped.interface._publishers
+        wait_until(lambda: all(p.get_subscription_count() for p in publishers), 30.0,
+                   f'the robot at {robot.ns} to subscribe to the commands')
+        return env
+
+    yield make
+    for env in envs:
+        env.close()
+
+
+def act(value: float) -> np.ndarray:
+    return np.array([value], dtype=np.float32)
+
+
+# -- actions ----------------------------------------------------------------------------------
+
+
+def test_actions_reach_robot_in_order_within_a_time_step(spawn, make_env):
+    robot = spawn()
+    env = make_env(robot)
+    env.reset()
+    actions = [f32(a) for a in np.random.default_rng(0).permutation(np.linspace(-0.9, 0.9, 24))]
+    calls, returns = [], []
+    for a in actions:
+        calls.append(time.time())
+        env.step(act(a))
+        returns.append(time.time())
+    env.close()
+
+    commands = robot.wait_commands(len(actions) + 2)
+    assert [c['data'] for c in commands] == [[DEFAULT]] + [[a] for a in actions] + [[DEFAULT]]
+    received = [c['t'] for c in commands[1:-1]]
+    # a_i is applied from step(a_i) until step(a_{i+1}) returns at the end of its time-step.
+    assert all(r >= c for r, c in zip(received, calls)), 'a command arrived before it was sent'
+    late = [i for i in range(len(actions) - 1) if received[i] > returns[i + 1] + 0.005]
+    assert len(late) <= 2, f'actions {late} arrived after their time-step ended'
+    latency = np.array(received) - np.array(returns)
+    assert np.median(latency) < T / 2 and latency.max() < 0.3, latency.tolist()
+
+
+def test_observation_shows_the_applied_action_with_the_buffer_delay(spawn, make_env):
+    robot = spawn()
+    env = make_env(robot)
+    obs, _ = env.reset()
+    assert obs['joints'].tolist() == [0.0, 0.0, 0.0]  # no command yet, no reset service
+    actions = [f32(a) for a in np.random.default_rng(1).permutation(np.linspace(-0.9, 0.9, 24))]
+    applied = [DEFAULT]  # the action of the time-step each observation is captured in
+    matches = 0
+    for i, a in enumerate(actions):
+        obs, *_ = env.step(act(a))
+        buffer = obs['action_buffer'][:, 0].tolist()
+        assert buffer == [applied[-1], a], 'the action buffer is [applied, newest]'
+        position, count, resets = obs['joints'].tolist()
+        assert position != a, f'step {i}: the observation shows an action not yet applied'
+        assert position in applied, f'step {i}: {position} was never commanded'
+        assert resets == 0.0
+        if position == buffer[0]:
+            matches += 1
+            assert count == len(applied), f'step {i}: {count} commands, expected {len(applied)}'
+        applied.append(a)
+    assert matches >= 0.8 * len(actions), f'only {matches}/{len(actions)} observations showed ' \
+        'the action of the time-step they were captured in'
+
+
+# -- staleness --------------------------------------------------------------------------------
+
+
+def step_until(env: gym.Env, condition: Callable[[tuple], bool], *, steps: int, what: str,
+               action: float = 0.5) -> tuple:
+    for _ in range(steps):
+        result = env.step(act(action))
+        if condition(result):
+            return result
+    raise AssertionError(f'{what} did not happen within {steps} steps')
+
+
+def is_stale(result: tuple) -> bool:
+    return 'joints' in result[-1]['stale']
+
+
+@pytest.mark.parametrize('policy', ['flag', 'warn'])
+def test_silent_publisher_is_flagged(spawn, make_env, capfd, policy):
+    robot = spawn()
+    env = make_env(robot, joints={'max_age': 0.1, 'on_stale': policy})
+    env.reset()
+    step_until(env, lambda r: r[-1]['stale'] == [], steps=20, what='fresh observations')
+    for _ in range(5):
+        env.step(act(0.5))
+    robot.control('silent')
+    obs, _, _, _, info = step_until(env, is_stale, steps=60, what='a stale observation')
+    ages = []
+    for _ in range(3):  # silence keeps it stale, and older every step
+        assert info['stale'] == ['joints'] and info['obs_ages']['joints'] > 0.1, info
+        assert obs['joints'][0] == 0.5, 'the last message is still the observation'
+        ages.append(info['obs_ages']['joints'])
+        obs, _, _, _, info = env.step(act(0.5))
+    assert ages[0] < ages[1] < ages[2]
+    robot.control('run')
+    step_until(env, lambda r: r[-1]['stale'] == [], steps=60, what='fresh observations again')
+    env.close()  # warnings are logged off the time-step path; close() flushes them
+    logged = 'observations.joints (joint_states) is stale' in capfd.readouterr().err
+    assert logged == (policy == 'warn')
+
+
+def test_wait_policy_waits_up_to_wait_timeout_then_flags(spawn, make_env):
+    robot = spawn()
+    wait_timeout = 0.6
+    env = make_env(robot, joints={'max_age': 0.1, 'on_stale': 'wait',
+                                  'wait_timeout': wait_timeout})
+    env.reset()
+    step_until(env, lambda r: r[-1]['stale'] == [], steps=20, what='fresh observations')
+    durations = []
+    for _ in range(10):
+        start = time.monotonic()
+        info = env.step(act(0.5))[-1]
+        durations.append(time.monotonic() - start)
+    assert np.median(durations) < T + 0.03, f'steps of a healthy robot took {durations}'
+
+    robot.control('silent')
+    for _ in range(40):
+        start = time.monotonic()
+        info = env.step(act(0.5))[-1]
+        took = time.monotonic() - start
+        if info['stale']:
+            break
+    else:
+        raise AssertionError('the silent robot was never flagged')
+    assert info['stale'] == ['joints']
+    assert wait_timeout - 0.05 <= took <= wait_timeout + T + 0.5, took
+    start = time.monotonic()
+    info = env.step(act(0.5))[-1]
+    took = time.monotonic() - start
+    assert info['stale'] == ['joints'] and took >= wait_timeout - 0.05, (info, took)
+
+    # A message arriving during the wait ends it early, and the observation is fresh.
+    timer = threading.Timer(0.15, robot.control, ('run',))
+    timer.start()
+    start = time.monotonic()
+    info = env.step(act(0.5))[-1]
+    took = time.monotonic() - start
+    timer.join()
+    assert info['stale'] == [] and took < wait_timeout - 0.15, (info, took)
+
+
+def test_error_policy_raises_and_sends_the_default_action(spawn, make_env):
+    robot = spawn()
+    env = make_env(robot, joints={'max_age': 0.1, 'on_stale': 'error'})
+    env.reset()
+    for _ in range(5):
+        env.step(act(0.5))
+    robot.wait_last(0.5)
+    robot.control('silent')
+    silent_since = time.time()
+    with pytest.raises(RuntimeError, match='is stale'):
+        for _ in range(60):
+            env.step(act(0.5))
+    commands = robot.wait_last(DEFAULT, timeout=2.0)
+    assert commands[-1]['t'] > silent_since
+    with pytest.raises(RuntimeError, match='reset'):
+        env.step(act(0.5))
+
+
+# -- safety -----------------------------------------------------------------------------------
+
+
+def test_close_leaves_the_default_action_last(spawn, make_env):
+    robot = spawn()
+    env = make_env(robot)
+    env.reset()
+    for a in (0.5, -0.5, 0.75):
+        env.step(act(a))
+    env.close()
+    env.close()  # harmless
+    robot.wait_last(DEFAULT)
+    count = len(robot.commands())
+    assert robot.values()[-2] == 0.75
+    time.sleep(0.3)
+    assert len(robot.commands()) == count, 'commands after close()'
+
+
+def test_on_stop_hold_keeps_the_last_values_on_stall_and_close(spawn, make_env):
+    robot = spawn()
+    params = robot_params(watchdog_timeout=0.3)
+    params['actions']['cmd']['on_stop'] = 'hold'
+    env = make_env(robot, **params)
+    env.reset()
+    for a in (0.5, 0.75):
+        env.step(act(a))
+    time.sleep(0.3 + 4 * T)  # stalled: the watchdog stops the robot by holding 0.75
+    with pytest.warns(UserWarning, match='non-finite'):
+        obs, *_ = env.step(act(math.nan))  # replaced by the safe action: hold, not the default
+    assert obs['action_buffer'][-1, 0] == 0.75
+    env.step(act(-0.5))
+    env.close()
+    robot.wait_last(-0.5)
+    values = robot.values()
+    assert DEFAULT not in values[1:], values  # only the reset sent the default
+    assert values[:3] == [DEFAULT, 0.5, 0.75] and values.count(0.75) >= 3, values
+
+
+def test_close_is_prompt_when_shutdown_races_the_executor_thread():
+    runtime = RosRuntime(node_name=f'ros_env_race_{os.getpid()}')
+    # The env's nodes always have timers (deadlines, watchdog, diagnostics): one is enough.
+    runtime.call(lambda: runtime.node.create_timer(3600.0, lambda: None))
+    in_window = threading.Event()
+    can_execute = runtime.executor.can_execute
+
+    def slow_can_execute(entity: Any) -> bool:
+        # Hold the spin thread after it gathered its nodes, before it adds the executor's guard
+        # condition to the wait set: the window env.close() hits now and then on a busy machine.
+        if threading.current_thread() is runtime.executor_thread and not in_window.is_set():
+            in_window.set()
+            time.sleep(0.3)
+        return can_execute(entity)
+
+    runtime.executor.can_execute = slow_can_execute
+    runtime.executor.wake()
+    assert in_window.wait(5.0)
+    start = time.monotonic()
+    runtime.close(timeout=2.0)
+    took = time.monotonic() - start
+    assert took < 1.0 and not runtime.executor_thread.is_alive(), f'close() took {took:.2f} s'
+
+
+@pytest.mark.parametrize('choice', ['events', 'single'])
+def test_io_node_receives_and_calls_services_with_either_executor(monkeypatch, choice):
+    from std_srvs.srv import Trigger
+    monkeypatch.setenv(IO_EXECUTOR_VARIABLE, choice)
+    runtime = RosRuntime(node_name=f'ros_env_io_{choice}_{os.getpid()}',
+                         namespace=f'/io_{choice}_{os.getpid()}')
+    try:
+        received = []
+        io_node = runtime.io_node
+        expected = 'EventsExecutor' if choice == 'events' else 'SingleThreadedExecutor'
+        assert type(runtime.io_executor).__name__ == expected
+        io_node.create_subscription(String, 'chatter', received.append, 10)
+        client = io_node.create_client(Trigger, 'ask')
+        publisher = runtime.call(lambda: runtime.node.create_publisher(String, 'chatter', 10))
+        runtime.call(lambda: runtime.node.create_service(
+            Trigger, 'ask', lambda _, response: Trigger.Response(success=True, message='hi')))
+        wait_until(lambda: publisher.publish(String(data='x')) or received, 10.0, 'a message')
+        wait_until(client.service_is_ready, 10.0, 'the service')
+        future = client.call_async(Trigger.Request())
+        wait_until(future.done, 5.0, 'the answer')
+        assert future.result().message == 'hi'
+    finally:
+        start = time.monotonic()
+        runtime.close(timeout=2.0)
+    assert time.monotonic() - start < 2.0
+    assert not any(t.name.startswith(f'rtgym_ros:ros_env_io_{choice}')
+                   for t in threading.enumerate())
+
+
+def test_unknown_io_executor_is_refused_by_name(monkeypatch):
+    monkeypatch.setenv(IO_EXECUTOR_VARIABLE, 'multi')
+    runtime = RosRuntime(node_name=f'ros_env_io_bad_{os.getpid()}')
+    try:
+        with pytest.raises(ValueError, match=f"{IO_EXECUTOR_VARIABLE}.*'multi'"):
+            runtime.io_node
+    finally:
+        runtime.close()
+
+
+def test_nan_action_publishes_the_default_with_a_warning(spawn, make_env):
+    robot = spawn()
+    env = make_env(robot)
+    env.reset()
+    env.step(act(0.5))
+    with pytest.warns(UserWarning, match='non-finite'):
+        obs, *_ = env.step(act(math.nan))
+    assert obs['action_buffer'][-1, 0] == DEFAULT
+    with pytest.warns(UserWarning, match='non-finite'):
+        env.step(np.array([np.inf]))
+    env.step(act(-0.5))
+    env.step(act(-0.5))
+    robot.wait_commands(6)
+    assert robot.values()[:6] == [DEFAULT, 0.5, DEFAULT, DEFAULT, -0.5, -0.5]
+    assert all(math.isfinite(v) for c in robot.commands() for v in c['data'])
+    assert env.unwrapped.replaced_actions == 2
+
+
+@pytest.mark.parametrize('policy', ['clip', 'reject'])
+def test_out_of_bounds_action(spawn, make_env, policy):
+    robot = spawn()
+    env = make_env(robot, action_policy=policy)
+    env.reset()
+    env.step(act(0.5))
+    if policy == 'clip':
+        obs, *_ = env.step(act(5.0))
+        assert obs['action_buffer'][-1, 0] == 1.0
+        env.step(np.array([-7.0]))
+        expected = [DEFAULT, 0.5, 1.0, -1.0, -0.25]
+    else:
+        with pytest.raises(ValueError, match='outside the bounds'):
+            env.step(act(5.0))
+        with pytest.raises(ValueError, match='outside the bounds'):
+            env.step(np.array([-7.0]))
+        assert env.unwrapped.rejected_actions == 2
+        expected = [DEFAULT, 0.5, -0.25]
+    env.step(act(-0.25))
+    env.step(act(-0.25))
+    robot.wait_commands(len(expected))
+    assert robot.values()[:len(expected)] == expected
+    assert all(-1.0 <= v <= 1.0 for v in robot.values())
+
+
+@pytest.mark.parametrize('policy', ['clip', 'reject'])
+def test_max_delta_limits_the_change_per_step(spawn, make_env, policy):
+    robot = spawn()
+    params = robot_params(action_policy=policy)
+    params['actions']['cmd']['max_delta'] = [0.25]
+    env = make_env(robot, **params)
+    env.reset()
+    env.step(act(DEFAULT + 0.2))  # within 0.25 of the default sent at reset
+    if policy == 'clip':
+        obs, *_ = env.step(act(1.0))
+        assert obs['action_buffer'][-1, 0] == pytest.approx(DEFAULT + 0.45)
+        env.step(act(-1.0))
+        expected = [DEFAULT, DEFAULT + 0.2, DEFAULT + 0.45, DEFAULT + 0.2]
+        assert env.unwrapped.rate_limited_actions == 2
+    else:
+        with pytest.raises(ValueError, match='max_delta'):
+            env.step(act(1.0))
+        assert env.unwrapped.rejected_actions == 1
+        env.step(act(DEFAULT))
+        expected = [DEFAULT, DEFAULT + 0.2, DEFAULT]
+    env.step(act(expected[-1]))
+    robot.wait_commands(len(expected))
+    assert robot.values()[:len(expected)] == pytest.approx(expected)
+    steps = np.diff(robot.values()[:len(expected)])
+    assert np.all(np.abs(steps) <= 0.25 + 1e-6)
+
+
+def test_wrong_action_shape_raises(spawn, make_env):
+    robot = spawn()
+    env = make_env(robot)
+    env.reset()
+    for bad in (np.zeros(2, np.float32), np.zeros((1, 1), np.float32), 0.5, [], 'abc'):
+        with pytest.raises(ValueError):
+            env.step(bad)
+    env.step(act(0.5))
+    env.step(act(0.5))
+    robot.wait_commands(2)
+    assert robot.values()[:2] == [DEFAULT, 0.5]
+    assert all(len(c['data']) == 1 for c in robot.commands())
+
+
+def test_watchdog_sends_the_default_action_when_step_stalls(spawn, make_env):
+    robot = spawn()
+    watchdog = 0.3
+    env = make_env(robot, watchdog_timeout=watchdog)
+    env.reset()
+    for _ in range(5):
+        env.step(act(0.5))
+    last_step = time.time()  # the last time-step ends about T later, then the watchdog counts
+    robot.wait_commands(6)
+    commands = robot.wait_last(DEFAULT, timeout=watchdog + 3.0)
+    delay = commands[-1]['t'] - last_step
+    assert robot.values()[-2] == 0.5
+    assert watchdog - 0.02 <= delay <= T + watchdog + 0.3, delay
+    assert env.unwrapped.stalls == 1
+
+
+# -- reward, termination, reset ---------------------------------------------------------------
+
+
+def test_reward_and_termination_from_topics(spawn, make_env):
+    robot = spawn(reward=True, terminate_above=0.8)
+    env = make_env(robot, reward={'topic': 'reward'}, termination={'topic': 'terminated'})
+    env.reset()
+    for value in (0.5, -0.25):
+        for _ in range(6):
+            _, reward, terminated, truncated, _ = env.step(act(value))
+            assert terminated is False and truncated is False
+        assert isinstance(reward, float) and reward == value
+    _, reward, terminated, truncated, _ = step_until(
+        env, lambda r: r[2], steps=10, what='termination', action=0.9)
+    assert terminated is True and truncated is False
+    assert reward == pytest.approx(0.9, abs=1e-6)
+    with pytest.raises(RuntimeError, match='reset'):
+        env.step(act(0.5))
+
+
+@pytest.mark.parametrize('service_type', ['Trigger', 'Empty'])
+def test_reset_service_reaches_the_robot(spawn, make_env, service_type):
+    robot = spawn(reset_type=service_type)
+    env = make_env(robot, reset={'service': 'reset', 'type': f'std_srvs/srv/{service_type}'})
+    obs, _ = env.reset()
+    assert obs['joints'].tolist() == [0.0, 0.0, 1.0]  # position, commands, resets
+    for _ in range(6):
+        obs, *_ = env.step(act(0.5))
+    assert obs['joints'][0] == 0.5 and obs['joints'][1] > 0
+    obs, _ = env.reset()
+    assert obs['joints'].tolist() == [0.0, 0.0, 2.0], 'reset() returned a stale observation'
+    events = [e.get('reset', e.get('data', [None])[0]) for e in robot.entries()]
+    assert events[:9] == [1, DEFAULT] + [0.5] * 6 + [2], events
+
+
+# -- spaces -----------------------------------------------------------------------------------
+
+
+def test_dict_observation_in_space_with_exact_dtypes(spawn, make_env):
+    robot = spawn()
+    env = make_env(robot)
+    space = env.observation_space
+    assert isinstance(space, spaces.Dict) and set(space) == {'joints', 'action_buffer'}
+    assert space['joints'].dtype == np.float32 and space['joints'].shape == (3,)
+    assert space['action_buffer'].dtype == np.float32
+    assert space['action_buffer'].shape == (2, 1)
+    obs, _ = env.reset()
+    for _ in range(4):
+        for name in ('joints', 'action_buffer'):
+            assert isinstance(obs[name], np.ndarray) and obs[name].dtype == np.float32, name
+        assert space.contains(obs), obs
+        obs, *_ = env.step(act(0.5))
+
+
+def test_tuple_layout_gives_rtgym_tuple(spawn, make_env):
+    robot = spawn()
+    env = make_env(robot, observation_layout='tuple')
+    space = env.observation_space
+    assert isinstance(space, spaces.Tuple) and len(space) == 3  # joints + 2 buffered actions
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        obs, _ = env.reset()
+        for _ in range(3):
+            assert isinstance(obs, tuple) and len(obs) == 3
+            assert obs[0].dtype == np.float32 and space.contains(obs), obs
+            obs, *_ = env.step(act(0.5))
+    assert not [w for w in caught if 'share an object' in str(w.message)], caught
+    assert obs[1].tolist() == obs[2].tolist() == [0.5]  # the buffer, in rtgym's order
+    assert obs[0][0] in (DEFAULT, 0.5)
+
+
+# -- diagnostics, namespaces, sim time --------------------------------------------------------
+
+
+def test_diagnostics_are_published(probe, spawn, make_env):
+    robot = spawn()
+    node_name = f'diag_env_{next(_names)}'
+    statuses: list[DiagnosticStatus] = []
+    lock = threading.Lock()
+
+    def on_array(msg: DiagnosticArray) -> None:
+        with lock:
+            statuses.extend(s for s in msg.status if s.name == f'rtgym_ros: {node_name}')
+
+    def latest(predicate: Callable[[DiagnosticStatus], bool]) -> DiagnosticStatus | None:
+        with lock:
+            return next((s for s in reversed(statuses) if predicate(s)), None)
+
+    subscription = probe.node.create_subscription(DiagnosticArray, '/diagnostics', on_array,
+                                                  QoSProfile(depth=50))
+    try:
+        env = make_env(robot, node_name=node_name, diagnostics_period=0.2,
+                       joints={'max_age': 0.1, 'on_stale': 'flag'})
+        env.reset()
+        for _ in range(10):
+            env.step(act(0.5))
+        status = wait_until(lambda: latest(lambda s: {
+            v.key: v.value for v in s.values}.get('steps') == '10'), 5.0,
+            'a DiagnosticStatus with 10 steps')
+        assert status.hardware_id == f'{robot.ns}/{node_name}'
+        values = {v.key: v.value for v in status.values}
+        assert status.level == DiagnosticStatus.OK, (status.message, values)
+        assert 'age joints (s)' in values and float(values['age joints (s)']) < 0.1
+        robot.control('silent')
+        status = wait_until(lambda: latest(lambda s: s.level == DiagnosticStatus.WARN), 5.0,
+                            'a WARN status for the silent robot')
+        assert 'joints' in status.message
+    finally:
+        probe.node.destroy_subscription(subscription)
+
+
+def test_same_config_in_two_namespaces_does_not_cross_talk(spawn, make_env, tmp_path):
+    robots = spawn(), spawn()
+    config = write_config(tmp_path / 'shared.yaml', robot_params())
+    envs = [make_env(robot, config=config) for robot in robots]
+    values = (0.25, -0.5)
+    for env in envs:
+        env.reset()
+    for _ in range(10):
+        observations = [env.step(act(v))[0] for env, v in zip(envs, values)]
+    for robot, obs, value in zip(robots, observations, values):
+        assert obs['joints'][0] == value
+        robot.wait_commands(11)
+        assert set(robot.values()) == {DEFAULT, value}, robot.ns
+        assert robot.values().count(value) == 10
+
+
+def test_use_sim_time_follows_the_clock_topic(spawn, make_env):
+    clock = SimClock(rate=0.5, start=1000.0, hz=200.0)
+    try:
+        robot = spawn(use_sim_time=True, rate=100.0)
+        env = make_env(robot, use_sim_time=True, joints={'max_age': 0.2, 'on_stale': 'flag'})
+        env.reset()
+        assert 1000.0 <= env.unwrapped.interface.now() < 1100.0
+        steps = 10
+        start = time.monotonic()
+        for _ in range(steps):
+            _, _, _, _, info = env.step(act(0.5))
+        took = time.monotonic() - start
+        # Half-speed sim time: each T of sim time takes 2 T of wall time.
+        assert took >= 1.6 * steps * T, f'{steps} steps took {took} s of wall time'
+        assert info['stale'] == [] and abs(info['obs_ages']['joints']) < 0.2, info
+        assert robot.wait_commands(steps + 1)
+    finally:
+        clock.close()
+
+
+# -- the emulator itself ----------------------------------------------------------------------
+
+
+def test_emulator_command_line_robot_and_sigint(probe, tmp_path):
+    ns = f'/ros_env_cli_{os.getpid()}'
+    log = tmp_path / 'cli.jsonl'
+    output = tmp_path / 'cli.log'
+    states = []
+    subscription = probe.node.create_subscription(JointState, f'{ns}/joint_states',
+                                                  states.append, 10)
+    publisher = probe.node.create_publisher(Float64MultiArray, f'{ns}/command', 10)
+    with open(output, 'wb') as out:
+        proc = subprocess.Popen([sys.executable, str(EMULATOR), '--namespace', ns, '--log',
+                                 str(log), '--joints', '2', '--rate', '100'],
+                                cwd=REPO, env=CHILD_ENV, stdout=out, stderr=subprocess.STDOUT,
+                                preexec_fn=die_with_parent)
+    try:
+        wait_until(lambda: states, 30.0, f'a JointState from the emulator at {ns}')
+        # Re-sent until heard: a matched writer does not mean the reader has matched it yet.
+        wait_until(lambda: (publisher.publish(Float64MultiArray(data=[0.5, -0.5]))
+                            or states[-1].position.tolist() == [0.5, -0.5]), 30.0,
+                   'the command in the JointState')
+        assert states[-1].velocity.tolist() == [1.0, 1.0]
+        entry = json.loads(log.read_text().splitlines()[0])
+        assert entry['data'] == [0.5, -0.5] and abs(entry['t'] - time.time()) < 5.0
+    except AssertionError as error:
+        raise AssertionError(f'{error}\nemulator output:\n{output.read_text()}') from None
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(timeout=10.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait(timeout=5.0)
+        probe.node.destroy_subscription(subscription)
+        probe.node.destroy_publisher(publisher)
+    assert code == 0, f'exit {code} on SIGINT:\n{output.read_text()}'

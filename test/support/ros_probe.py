@@ -1,0 +1,147 @@
+"""
+Test-side ROS helpers: a probe node in its own context, message recorders, a sim process.
+
+Shared by the tests that talk to other processes over real DDS.
+"""
+
+import ctypes
+import itertools
+import os
+from pathlib import Path
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Callable, List
+
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+from rclpy.signals import SignalHandlerOptions
+
+REPO = Path(__file__).resolve().parents[2]
+os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+DOMAIN = int(os.environ.get('ROS_DOMAIN_ID') or 1 + os.getpid() % 101)
+CHILD_ENV = dict(
+    os.environ, ROS_DOMAIN_ID=str(DOMAIN), ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST',
+    PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get('PYTHONPATH')])),
+    PYTHONUNBUFFERED='1', RCUTILS_LOGGING_BUFFERED_STREAM='0')
+_names = itertools.count()
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGTERM when the test process dies (no orphaned sims)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float,
+               what: str | Callable[[], str]) -> Any:
+    """Return the predicate's first truthy value; fail after ``timeout`` s saying ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            what = what() if callable(what) else what
+            raise AssertionError(f'timed out after {timeout} s waiting for {what}')
+        time.sleep(0.01)
+
+
+class Probe:
+    """The test side: a node in its own context, spun by an executor in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.context = Context()
+        rclpy.init(context=self.context, domain_id=DOMAIN,
+                   signal_handler_options=SignalHandlerOptions.NO)
+        self.node = Node(f'test_probe_{os.getpid()}_{next(_names)}', context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self) -> None:
+        try:
+            self.executor.spin()
+        except ExternalShutdownException:
+            pass
+
+    def call(self, client, request, timeout: float = 5.0):
+        future = client.call_async(request)
+        wait_until(future.done, timeout, f'an answer from {client.srv_name}')
+        return future.result()
+
+    def close(self) -> None:
+        self.executor.shutdown(timeout_sec=5.0)
+        self.thread.join(timeout=5.0)
+        self.node.destroy_node()
+        self.context.try_shutdown()
+
+
+class Recorder:
+    """Keeps every message with its wall receipt time; the callback does no real work."""
+
+    def __init__(self, probe: Probe, msg_type, topic: str) -> None:
+        self._lock = threading.Lock()
+        self._items: List[tuple] = []
+        self.sub = probe.node.create_subscription(
+            msg_type, topic, self._on_msg, QoSProfile(depth=200))
+
+    def _on_msg(self, msg) -> None:
+        with self._lock:
+            self._items.append((time.monotonic(), msg))
+
+    def since(self, start: float) -> List[tuple]:
+        with self._lock:
+            return [item for item in self._items if item[0] >= start]
+
+    def wait_for(self, predicate: Callable[[object], bool], *, since: float,
+                 timeout: float, what: str):
+        found = []
+
+        def check() -> bool:
+            found[:] = [msg for _, msg in self.since(since) if predicate(msg)]
+            return bool(found)
+
+        wait_until(check, timeout, what)
+        return found[0]
+
+
+class SimProcess:
+    """One sim_robot process in a namespace of its own; its output goes to a file."""
+
+    def __init__(self, log_dir: Path, *params: str,
+                 config: str = 'config/sim_robot/pendulum.yaml',
+                 namespace: str | None = None) -> None:
+        self.ns = namespace or f'/sim_test_{os.getpid()}_{next(_names)}'
+        self.log_path = log_dir / f'{self.ns.strip("/")}_{next(_names)}.log'
+        command = [sys.executable, '-m', 'rtgym_ros.nodes.sim_robot', '--ros-args',
+                   '--params-file', str(REPO / config), '-r', f'__ns:={self.ns}']
+        for param in params:
+            command += ['-p', param]
+        with open(self.log_path, 'wb') as log:
+            self.proc = subprocess.Popen(command, cwd=REPO, env=CHILD_ENV, stdout=log,
+                                         stderr=subprocess.STDOUT,
+                                         preexec_fn=die_with_parent)
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors='replace')
+
+    def stop(self, signum: int = signal.SIGINT, timeout: float = 10.0) -> tuple:
+        """Signal the process; return (exit code, seconds it took)."""
+        start = time.monotonic()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signum)
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5.0)
+            raise AssertionError(f'sim_robot ignored signal {signum} for {timeout} s:\n'
+                                 + self.output())
+        return code, time.monotonic() - start

@@ -1,0 +1,472 @@
+"""
+Robot configs: a params file in, a validated RobotSpec out, every mistake named by its key.
+
+No ROS node is needed to load a config, and none may be created: an autouse fixture makes
+node construction fail.
+"""
+
+import copy
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+import rclpy.node
+from rtgym_ros.core.config import resolve_config
+from rtgym_ros.robot.env import RosEnv
+from rtgym_ros.robot.interface import RosInterface
+from rtgym_ros.robot.loader import load_robot_config, RobotSpec
+import yaml
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / 'config'
+
+BASE: dict[str, Any] = {
+    'time_step_duration': 0.05,
+    'actions': {
+        'names': ['effort'],
+        'effort': {'topic': 'cmd', 'type': 'std_msgs/msg/Float64MultiArray', 'field': 'data',
+                   'low': [-1.0], 'high': [1.0], 'default': [0.0]},
+    },
+    'observations': {
+        'names': ['joints'],
+        'joints': {'topic': 'joint_states', 'type': 'sensor_msgs/msg/JointState',
+                   'joint_names': ['j0'], 'fields': ['position', 'velocity']},
+    },
+}
+
+
+@pytest.fixture(autouse=True)
+def no_ros_nodes(monkeypatch):
+    def refuse(self, *args, **kwargs):
+        raise AssertionError('loading a robot config must not create a ROS node')
+
+    monkeypatch.setattr(rclpy.node.Node, '__init__', refuse)
+
+
+def write(path: Path, document: Any) -> Path:
+    path.write_text(document if isinstance(document, str) else yaml.safe_dump(document))
+    return path
+
+
+def params_file(params: dict, node: str = '/**') -> dict:
+    return {node: {'ros__parameters': params}}
+
+
+def flatten(params: dict, prefix: str = '') -> dict:
+    """Spell ``{'a': {'b': 1}}`` as ``{'a.b': 1}``, the other form rcl accepts."""
+    flat = {}
+    for key, value in params.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f'{prefix}{key}.'))
+        else:
+            flat[f'{prefix}{key}'] = value
+    return flat
+
+
+def summary(spec: RobotSpec) -> dict:
+    """Return what a spec says, comparable with ==."""
+    return {
+        'actions': [(g.name, g.topic, g.size, g.low.tolist(), g.high.tolist(),
+                     g.default.tolist()) for g in spec.actions],
+        'observations': [(s.name, s.topic, s.space.shape, s.on_stale, s.max_age)
+                         for s in spec.observations],
+        'options': spec.options,
+    }
+
+
+# -- loading ----------------------------------------------------------------------------------
+
+
+def test_nested_params_file(tmp_path):
+    env_config, spec = load_robot_config(write(tmp_path / 'robot.yaml', params_file(BASE)))
+    assert env_config['time_step_duration'] == 0.05
+    assert env_config['watchdog_timeout'] == 1.0  # robots get a watchdog by default
+    assert not {'actions', 'observations'} & set(env_config)
+    [effort] = spec.actions
+    assert (effort.name, effort.topic, effort.size) == ('effort', 'cmd', 1)
+    assert effort.low.tolist() == [-1.0] and effort.high.tolist() == [1.0]
+    assert spec.default_action.tolist() == [0.0]
+    [joints] = spec.observations
+    assert joints.topic == 'joint_states' and joints.space.shape == (2,)
+    assert joints.space.dtype == np.float32
+    assert joints.on_stale == 'warn' and joints.max_age is None
+    assert spec.reward.constant == 0.0 and spec.termination is None and spec.reset is None
+    assert spec.options['action_policy'] == 'clip'
+    assert spec.options['observation_layout'] == 'dict'
+
+
+def test_dotted_keys_mean_the_same_as_nested_ones(tmp_path):
+    _, nested = load_robot_config(write(tmp_path / 'nested.yaml', params_file(BASE)))
+    flat = flatten(BASE)
+    assert 'actions.effort.topic' in flat
+    _, dotted = load_robot_config(write(tmp_path / 'dotted.yaml', params_file(flat)))
+    assert summary(dotted) == summary(nested)
+    # Both spellings in one block merge.
+    mixed = copy.deepcopy(BASE)
+    del mixed['actions']['effort']['topic']
+    mixed['actions.effort.topic'] = 'other_cmd'
+    _, spec = load_robot_config(write(tmp_path / 'mixed.yaml', params_file(mixed)))
+    assert spec.actions[0].topic == 'other_cmd' and spec.actions[0].high.tolist() == [1.0]
+
+
+def test_wildcard_and_node_entries_merge_node_wins(tmp_path):
+    document = {
+        '/**': {'ros__parameters': BASE},
+        'agent': {'ros__parameters': {'time_step_duration': 0.02,
+                                      'actions.effort.high': [2.0],
+                                      'observations': {'joints': {'max_age': 0.1}}}},
+    }
+    path = write(tmp_path / 'robot.yaml', document)
+    for node_name in ('agent', '/ns/agent'):
+        env_config, spec = load_robot_config(path, node_name=node_name)
+        assert env_config['time_step_duration'] == 0.02
+        effort = spec.actions[0]
+        assert effort.high.tolist() == [2.0] and effort.low.tolist() == [-1.0]
+        assert effort.topic == 'cmd'  # kept from '/**'
+        assert spec.observations[0].max_age == 0.1
+        assert spec.observations[0].topic == 'joint_states'
+    env_config, spec = load_robot_config(path, node_name='other')
+    assert env_config['time_step_duration'] == 0.05
+    assert spec.actions[0].high.tolist() == [1.0] and spec.observations[0].max_age is None
+
+
+def test_entry_of_the_env_node_applies_without_node_name(tmp_path):
+    document = {'/**': {'ros__parameters': BASE},
+                'rtgym_env': {'ros__parameters': {'time_step_duration': 0.02}}}
+    env_config, _ = load_robot_config(write(tmp_path / 'robot.yaml', document))
+    assert env_config['time_step_duration'] == 0.02
+
+
+def test_overrides_win_over_the_file(tmp_path):
+    path = write(tmp_path / 'robot.yaml', params_file(dict(BASE, action_policy='clip')))
+    observations = copy.deepcopy(BASE['observations'])
+    observations['joints']['on_stale'] = 'flag'
+    env_config, spec = load_robot_config(
+        path, time_step_duration=0.1, action_policy='reject', observation_layout='tuple',
+        namespace='/r1', watchdog_timeout=0.3, observations=observations)
+    assert env_config['time_step_duration'] == 0.1 and env_config['namespace'] == '/r1'
+    assert env_config['watchdog_timeout'] == 0.3
+    assert spec.options['action_policy'] == 'reject'
+    assert spec.options['observation_layout'] == 'tuple'
+    assert spec.observations[0].on_stale == 'flag'
+
+
+# -- one test per config error ----------------------------------------------------------------
+
+
+def action(params: dict) -> dict:
+    return params['actions']['effort']
+
+
+def observation(params: dict) -> dict:
+    return params['observations']['joints']
+
+
+def joint_action(params: dict) -> None:
+    """Make the action group's size come from joint_names, not from its bounds."""
+    action(params).update(joint_names=['j0'])
+
+
+ERRORS: dict[str, tuple[Callable[[dict], Any], list[str]]] = {
+    # message types
+    'unknown_package': (lambda p: action(p).update(type='no_such_pkg/msg/Thing'),
+                        ['actions.effort.type', 'no_such_pkg', 'std_msgs', 'sensor_msgs']),
+    'unknown_type_in_package': (lambda p: action(p).update(type='std_msgs/msg/Nope'),
+                                ['actions.effort.type', "'Nope'", 'Float64MultiArray']),
+    'service_as_message': (lambda p: action(p).update(type='std_srvs/srv/Trigger'),
+                           ['actions.effort.type', 'std_srvs/srv/Trigger']),
+    'type_without_msg': (lambda p: action(p).update(type='std_msgs/Float64'),
+                         ['actions.effort.type', 'std_msgs/msg/Float64']),
+    'observation_type': (lambda p: observation(p).update(type='sensor_msgs/msg/Nope'),
+                         ['observations.joints.type', 'JointState']),
+    # field paths
+    'unknown_action_field': (lambda p: action(p).update(field='dta'),
+                             ['actions.effort', "'dta'", 'layout, data']),
+    'unknown_observation_field': (
+        lambda p: observation(p).update(fields=['position', 'speed']),
+        ['observations.joints', "'speed'", 'position, velocity, effort']),
+    'field_below_a_number': (lambda p: observation(p).update(fields=['position.x']),
+                             ['observations.joints', 'position.x']),
+    'non_numeric_field': (lambda p: observation(p).update(fields=['name']),
+                          ['observations.joints', "'name'"]),
+    'reward_field': (lambda p: p.update(reward={'topic': 'r', 'field': 'value'}),
+                     ['reward', "'value'", 'data']),
+    # sizes and bounds
+    'low_size': (lambda p: (joint_action(p), action(p).update(low=[-1.0, -1.0])),
+                 ['actions.effort.low', 'same length', 'got 2 and 1']),
+    'high_size': (lambda p: action(p).update(high=[1.0, 2.0]),
+                  ['actions.effort.high', 'same length', 'got 1 and 2']),
+    'default_size': (lambda p: action(p).update(default=[0.0, 0.0]),
+                     ['actions.effort.default', '1 value', 'got 2']),
+    'max_delta_size': (lambda p: action(p).update(max_delta=[0.1, 0.1]),
+                       ['actions.effort.max_delta', '1 values', 'got 2']),
+    'max_delta_zero': (lambda p: action(p).update(max_delta=[0.0]),
+                       ['actions.effort.max_delta', '> 0', '[0.0]']),
+    'max_delta_infinite': (lambda p: action(p).update(max_delta=[float('inf')]),
+                           ['actions.effort.max_delta', 'finite']),
+    'max_delta_text': (lambda p: action(p).update(max_delta='fast'),
+                       ['actions.effort.max_delta', 'list of numbers', "'fast'"]),
+    'on_stop': (lambda p: action(p).update(on_stop='brake'),
+                ['actions.effort.on_stop', 'default, hold', "'brake'"]),
+    'observation_bound_size': (lambda p: observation(p).update(low=[0.0, 0.0, 0.0]),
+                               ['observations.joints.low', 'got 3']),
+    'low_above_high': (lambda p: action(p).update(low=[2.0], high=[1.0], default=[1.0]),
+                       ['actions.effort.low', 'actions.effort.high']),
+    'observation_low_above_high': (
+        lambda p: observation(p).update(low=[1.0, 1.0], high=[0.0, 0.0]),
+        ['observations.joints.low', 'observations.joints.high']),
+    'default_outside_bounds': (lambda p: action(p).update(default=[3.0]),
+                               ['actions.effort.default', '[3.0]']),
+    'infinite_bound': (lambda p: action(p).update(high=[float('inf')]),
+                       ['actions.effort.high', 'finite']),
+    'bound_not_numbers': (lambda p: action(p).update(low='minus one'),
+                          ['actions.effort.low', 'minus one']),
+    'bound_of_booleans': (lambda p: action(p).update(low=[True]),
+                          ['actions.effort.low']),
+    # missing keys
+    'missing_action_topic': (lambda p: action(p).pop('topic'), ['actions.effort.topic']),
+    'missing_action_type': (lambda p: action(p).pop('type'), ['actions.effort.type']),
+    'missing_action_low': (lambda p: action(p).pop('low'), ['actions.effort.low']),
+    'missing_action_high': (lambda p: action(p).pop('high'), ['actions.effort.high']),
+    'missing_action_fields': (lambda p: action(p).pop('field'), ['actions.effort.fields']),
+    'missing_observation_topic': (lambda p: observation(p).pop('topic'),
+                                  ['observations.joints.topic']),
+    'missing_observation_type': (lambda p: observation(p).pop('type'),
+                                 ['observations.joints.type']),
+    'missing_actions': (lambda p: p.pop('actions'), ['actions']),
+    'missing_observations': (lambda p: p.pop('observations'), ['observations']),
+    # names lists
+    'name_without_entry': (lambda p: p['actions'].update(names=['effort', 'other']),
+                           ['actions.other', 'actions.names']),
+    'entry_without_name': (lambda p: p['observations'].update(other={'topic': 'x'}),
+                           ['observations', "['other']", 'observations.names']),
+    'empty_names': (lambda p: p['actions'].update(names=[]), ['actions.names']),
+    'duplicate_names': (lambda p: p['actions'].update(names=['effort', 'effort']),
+                        ['actions.names', 'duplicates']),
+    # unknown keys
+    'unknown_top_level_key': (lambda p: p.update(time_step=0.1),
+                              ["['time_step']", 'time_step_duration']),
+    'unknown_action_key': (lambda p: action(p).update(topc='x'),
+                           ['actions.effort', "['topc']", 'topic']),
+    'unknown_observation_key': (lambda p: observation(p).update(maxage=0.1),
+                                ['observations.joints', "['maxage']", 'max_age']),
+    'unknown_reward_key': (lambda p: p.update(reward={'topic': 'r', 'kind': 'x'}),
+                           ['reward', "['kind']"]),
+    'unknown_reset_key': (lambda p: p.update(reset={'service': 'r', 'retries': 3}),
+                          ['reset', "['retries']"]),
+    # QoS
+    'qos_preset': (lambda p: action(p).update(qos='fast'),
+                   ['actions.effort.qos.preset', "'fast'", 'sensor_data']),
+    'qos_depth_zero': (lambda p: action(p).update(qos={'depth': 0}),
+                       ['actions.effort.qos.depth', 'got 0']),
+    'qos_depth_text': (lambda p: observation(p).update(qos={'depth': 'ten'}),
+                       ['observations.joints.qos.depth', "'ten'"]),
+    'qos_durability': (lambda p: observation(p).update(qos={'durability': 'forever'}),
+                       ['observations.joints.qos.durability', 'transient_local']),
+    'qos_unknown_key': (lambda p: observation(p).update(qos={'history': 'all'}),
+                        ['observations.joints.qos', "['history']"]),
+    # policies and options
+    'on_stale': (lambda p: observation(p).update(on_stale='panic'),
+                 ['observations.joints.on_stale', "'panic'", 'flag']),
+    'stamp': (lambda p: observation(p).update(stamp='now'),
+              ['observations.joints.stamp', "'now'"]),
+    'negative_max_age': (lambda p: observation(p).update(max_age=-1.0),
+                         ['observations.joints.max_age']),
+    'wait_timeout_text': (lambda p: observation(p).update(wait_timeout='long'),
+                          ['observations.joints.wait_timeout']),
+    'action_policy': (lambda p: p.update(action_policy='wrap'),
+                      ['action_policy', "'wrap'", 'reject']),
+    'observation_layout': (lambda p: p.update(observation_layout='list'),
+                           ['observation_layout', "'list'", 'tuple']),
+    'reset_timeout': (lambda p: p.update(reset_timeout=-1), ['reset_timeout']),
+    # reward, termination
+    'reward_two_sources': (lambda p: p.update(reward={'topic': 'r', 'constant': 1.0}),
+                           ['reward', "['topic', 'constant']"]),
+    'termination_two_sources': (
+        lambda p: p.update(termination={'topic': 't',
+                                        'function': 'rtgym_ros.sim.tasks:cartpole_terminated'}),
+        ['termination', "['topic', 'function']"]),
+    'reward_not_a_mapping': (lambda p: p.update(reward=1.0), ['reward']),
+    # callables
+    'callable_with_dot': (
+        lambda p: p.update(reward={'function': 'rtgym_ros.sim.tasks.pendulum_reward'}),
+        ['reward.function', 'package.module:function']),
+    'callable_with_call': (
+        lambda p: p.update(reward={'function': 'rtgym_ros.sim.tasks:pendulum_reward()'}),
+        ['reward.function', 'package.module:function']),
+    'callable_two_colons': (lambda p: p.update(reward={'function': 'a:b:c'}),
+                            ['reward.function']),
+    'callable_without_module': (lambda p: p.update(reward={'function': ':f'}),
+                                ['reward.function']),
+    'callable_module_missing': (
+        lambda p: p.update(reward={'function': 'rtgym_ros.no_such_module:f'}),
+        ['reward.function', 'rtgym_ros.no_such_module']),
+    'callable_attribute_missing': (
+        lambda p: p.update(termination={'function': 'rtgym_ros.sim.tasks:nope'}),
+        ['termination.function', "'nope'"]),
+    'callable_not_callable': (
+        lambda p: p.update(reward={'function': 'rtgym_ros.robot.loader:STALE_POLICIES'}),
+        ['reward.function', "'STALE_POLICIES'"]),
+    'reset_callable_missing': (
+        lambda p: p.update(reset={'function': 'rtgym_ros.sim.tasks:no_reset'}),
+        ['reset.function', "'no_reset'"]),
+    # services
+    'service_type_not_std_srvs': (
+        lambda p: p.update(reset={'service': 'reset',
+                                  'type': 'example_interfaces/srv/AddTwoInts'}),
+        ['reset.type', 'std_srvs/srv/Empty', 'std_srvs/srv/Trigger', 'std_srvs/srv/SetBool']),
+    'service_type_unknown': (
+        lambda p: p.update(pause={'service': 'p', 'type': 'std_srvs/srv/Foo'}),
+        ['pause.type', "'std_srvs/srv/Foo'"]),
+    'service_and_function': (
+        lambda p: p.update(reset={'service': 'r',
+                                  'function': 'rtgym_ros.sim.tasks:pendulum_reward'}),
+        ['reset', 'service', 'function']),
+    'service_neither': (lambda p: p.update(reset={'timeout': 1.0}), ['reset']),
+    'set_bool_data': (lambda p: p.update(pause={'service': 'p', 'type': 'std_srvs/srv/SetBool',
+                                                'data': 'yes'}),
+                      ['pause.data', "'yes'"]),
+    'service_timeout': (lambda p: p.update(reset={'service': 'r', 'timeout': -1.0}),
+                        ['reset.timeout']),
+    # hostile strings
+    'type_with_dot_dot': (lambda p: action(p).update(type='../../etc/msg/passwd'),
+                          ['actions.effort.type', '../../etc/msg/passwd']),
+    'type_with_shell': (lambda p: action(p).update(type='std_msgs/msg/Float64; rm -rf ~'),
+                        ['actions.effort.type']),
+    'type_of_a_python_module': (lambda p: action(p).update(type='os/msg/system'),
+                                ['actions.effort.type', "'os'"]),
+    'topic_with_space': (lambda p: action(p).update(topic='cmd vel'),
+                         ['actions.effort.topic', "'cmd vel'"]),
+    'topic_with_newline': (lambda p: observation(p).update(topic='joint\nstates'),
+                           ['observations.joints.topic']),
+    'topic_not_a_string': (lambda p: action(p).update(topic=['cmd']),
+                           ['actions.effort.topic']),
+    'empty_topic': (lambda p: action(p).update(topic=''), ['actions.effort.topic']),
+    'service_with_space': (lambda p: p.update(reset={'service': 're set'}),
+                           ['reset.service', "'re set'"]),
+}
+
+
+@pytest.mark.parametrize('case', sorted(ERRORS))
+def test_config_error_names_the_key(tmp_path, case):
+    mutate, expected = ERRORS[case]
+    params = copy.deepcopy(BASE)
+    mutate(params)
+    path = write(tmp_path / 'robot.yaml', params_file(params))
+    with pytest.raises(ValueError) as error:
+        load_robot_config(path)
+    message = str(error.value)
+    missing = [text for text in expected if text not in message]
+    assert not missing, f'{missing} not in the message: {message}'
+
+
+@pytest.mark.parametrize('where, name', [
+    ('actions.effort.topic', 'cmd$vel'),
+    ('observations.joints.topic', '../joint_states'),
+    ('reset.service', 're$et'),
+])
+def test_invalid_ros_names_are_refused_at_load(tmp_path, where, name):
+    params = copy.deepcopy(BASE)
+    if where.startswith('actions'):
+        action(params)['topic'] = name
+    elif where.startswith('observations'):
+        observation(params)['topic'] = name
+    else:
+        params['reset'] = {'service': name}
+    with pytest.raises(ValueError, match=where.replace('.', r'\.')):
+        load_robot_config(write(tmp_path / 'robot.yaml', params_file(params)))
+
+
+@pytest.mark.parametrize('key, value, error', [
+    ('time_step_duration', 'fast', TypeError),
+    ('act_buf_len', 0, ValueError),
+    ('watchdog_timeout', -1.0, ValueError),
+])
+def test_env_keys_are_checked_before_any_node_exists(tmp_path, key, value, error):
+    path = write(tmp_path / 'robot.yaml', params_file(dict(BASE, **{key: value})))
+    with pytest.raises(error, match=key):
+        RosEnv(path)
+
+
+# -- the file itself --------------------------------------------------------------------------
+
+
+def test_invalid_yaml(tmp_path):
+    path = write(tmp_path / 'robot.yaml', '/**:\n  ros__parameters:\n    actions: [unclosed\n')
+    with pytest.raises(ValueError, match='not valid YAML') as error:
+        load_robot_config(path)
+    assert str(path) in str(error.value)
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / 'no_such_robot.yaml'
+    with pytest.raises(FileNotFoundError, match='no_such_robot.yaml'):
+        load_robot_config(path)
+
+
+@pytest.mark.parametrize('document, expected', [
+    ({'agent': dict(BASE)}, "'agent' has no 'ros__parameters'"),
+    ({'agent': {'ros__parameters': ['a', 'b']}}, 'agent.ros__parameters must be a mapping'),
+    ({'/**': 'ros__parameters'}, "'/**' has no 'ros__parameters'"),
+    (['ros__parameters'], 'expected a mapping'),
+    ('', 'expected a mapping'),
+    ({'/**': {'ros__parameters': {'actions': 5, 'actions.names': ['effort']}}},
+     "'actions.names'"),
+])
+def test_params_file_structure_errors(tmp_path, document, expected):
+    path = write(tmp_path / 'robot.yaml', document if document != '' else '# nothing\n')
+    with pytest.raises(ValueError) as error:
+        load_robot_config(path)
+    assert expected in str(error.value)
+
+
+def test_no_entry_for_the_node(tmp_path):
+    document = {'left': {'ros__parameters': BASE}, 'right': {'ros__parameters': BASE}}
+    with pytest.raises(ValueError) as error:
+        load_robot_config(write(tmp_path / 'robot.yaml', document), node_name='middle')
+    assert "'middle'" in str(error.value) and "['left', 'right']" in str(error.value)
+
+
+@pytest.mark.parametrize('tag', [
+    '!!python/object/apply:os.system ["touch {marker}"]',
+    '!!python/object/apply:subprocess.check_call [["touch", "{marker}"]]',
+    '!!python/name:os.system',
+    '!!python/object/new:type ["X", [], {{}}]',
+])
+def test_python_tags_are_refused_not_executed(tmp_path, tag):
+    marker = tmp_path / 'executed'
+    text = ('/**:\n  ros__parameters:\n    reward:\n      constant: '
+            + tag.format(marker=marker) + '\n')
+    path = write(tmp_path / 'robot.yaml', text)
+    with pytest.raises(ValueError, match='not valid YAML'):
+        load_robot_config(path)
+    assert not marker.exists(), 'the YAML ran code'
+
+
+# -- the shipped configs ----------------------------------------------------------------------
+
+
+def robot_entries() -> list:
+    """(file, entry) for every params-file entry in config/ that describes a robot."""
+    found = []
+    for path in sorted((CONFIG_DIR / 'robots').glob('*.yaml')):
+        document = yaml.safe_load(path.read_text())
+        for entry, block in (document or {}).items():
+            params = block.get('ros__parameters', {}) if isinstance(block, dict) else {}
+            if 'actions' in params or any(str(k).startswith('actions.') for k in params):
+                found.append(pytest.param(path, entry, id=f'{path.name}:{entry}'))
+    return found
+
+
+def test_shipped_robot_configs_are_found():
+    names = {param.values[0].name for param in robot_entries()}
+    assert 'pendulum_sim.yaml' in names
+
+
+@pytest.mark.parametrize('path, entry', robot_entries())
+def test_shipped_robot_config_validates(path, entry):
+    env_config, spec = load_robot_config(path, node_name=None if entry == '/**' else entry)
+    assert spec.actions and spec.observations
+    assert np.all(spec.action_low <= spec.default_action)
+    assert np.all(spec.default_action <= spec.action_high)
+    resolve_config(dict(env_config, interface=RosInterface, interface_kwargs={'spec': spec}))

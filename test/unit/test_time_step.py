@@ -1,0 +1,212 @@
+"""The time-step runner on a fake deadline timer: order of calls, capture instants, errors."""
+
+import queue
+import threading
+
+import pytest
+
+from rtgym_ros.core.schedule import ElasticSchedule, StepStart
+from rtgym_ros.core.time_step import TimeStepRunner
+from rtgym_ros.core.timing import PolyakBenchmark
+
+T = 0.05
+C = 0.03
+
+
+class FakeDeadlineTimer:
+    """The DeadlineTimer interface on a hand-advanced clock (the scheduling logic under test)."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.time = now
+        self.target = None
+        self.callback = None
+
+    @property
+    def armed(self) -> bool:
+        return self.target is not None
+
+    def now(self) -> float:
+        return self.time
+
+    def arm(self, target, callback):
+        self.target, self.callback = target, callback
+        if target <= self.time:
+            self._fire()
+
+    def retarget(self, target):
+        if self.target is not None:
+            self.target = target
+
+    def cancel(self):
+        self.target = self.callback = None
+
+    def advance_to(self, time: float) -> None:
+        self.time = time
+        while self.target is not None and self.target <= self.time:
+            self._fire()
+
+    def _fire(self):
+        callback = self.callback
+        self.target = self.callback = None
+        callback()
+
+
+class Recorder:
+    def __init__(self, timer):
+        self.timer = timer
+        self.events = []
+        self.outcomes = []
+        self.fail_capture = False
+
+    def send(self, action):
+        self.events.append(('send', action, self.timer.now()))
+
+    def capture(self):
+        if self.fail_capture:
+            raise ValueError('sensor exploded')
+        self.events.append(('capture', None, self.timer.now()))
+
+    def safe(self):
+        self.events.append(('safe', None, self.timer.now()))
+
+
+def make(now=10.0, bench=None):
+    timer = FakeDeadlineTimer(now)
+    schedule = ElasticSchedule(time_step_duration=T, start_obs_capture=C,
+                               time_step_timeout_factor=1.0)
+    schedule.initialize(now)
+    recorder = Recorder(timer)
+    runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=recorder.send,
+                            capture=recorder.capture, on_start=recorder.outcomes.append,
+                            on_error=recorder.safe, bench=bench)
+    return runner, timer, recorder
+
+
+def test_send_then_capture_at_t_co_then_done_at_t_end():
+    runner, timer, recorder = make()
+    runner.prepare()
+    runner.start('a')
+    assert recorder.events == [('send', 'a', 10.0)]
+    assert not runner.done.is_set()
+    timer.advance_to(10.0 + C - 1e-6)
+    assert len(recorder.events) == 1
+    timer.advance_to(10.0 + C)
+    assert recorder.events[-1] == ('capture', None, 10.0 + C)
+    assert not runner.done.is_set()
+    timer.advance_to(10.0 + T)
+    assert runner.done.is_set()
+    assert recorder.outcomes[0].start is StepStart.ELASTIC
+
+
+def test_late_start_captures_at_once_when_t_co_is_past():
+    runner, timer, recorder = make()
+    timer.time = 10.0 + 0.9 * T  # the agent is late, still within elasticity
+    runner.prepare()
+    runner.start('a')
+    assert [event for event, _, _ in recorder.events] == ['send', 'capture']
+    assert not runner.done.is_set()  # t_end = 10.05 is still ahead
+    timer.advance_to(10.0 + T)
+    assert runner.done.is_set()
+
+
+def test_timed_out_start_is_reported():
+    runner, timer, recorder = make()
+    timer.time = 10.0 + 2 * T
+    runner.prepare()
+    runner.start('a')
+    assert recorder.outcomes[0].start is StepStart.TIMED_OUT
+    timer.advance_to(10.0 + 2 * T + C)
+    assert recorder.events[-1] == ('capture', None, pytest.approx(10.0 + 2 * T + C))
+
+
+def test_error_in_capture_sends_safe_action_and_releases_the_waiter():
+    runner, timer, recorder = make()
+    recorder.fail_capture = True
+    runner.prepare()
+    runner.start('a')
+    timer.advance_to(10.0 + T)
+    assert runner.done.is_set()
+    assert isinstance(runner.error, ValueError)
+    assert recorder.events[-1][0] == 'safe'
+    assert not timer.armed
+
+
+def test_backward_clock_jump_moves_the_pending_deadline():
+    runner, timer, recorder = make()
+    runner.prepare()
+    runner.start('a')
+    timer.time = 10.0 - 50.0  # the simulator was reset: time went back by 50 s
+    runner.on_clock_jump(-50.0)
+    timer.advance_to(10.0 - 50.0 + C)
+    assert recorder.events[-1][0] == 'capture'
+    timer.advance_to(10.0 - 50.0 + T)
+    assert runner.done.is_set()
+
+
+def test_abort_cancels_and_releases():
+    runner, timer, recorder = make()
+    runner.prepare()
+    runner.start('a')
+    runner.abort()
+    assert runner.done.is_set()
+    assert not timer.armed
+
+
+def test_benchmark_hooks_are_called():
+    bench = PolyakBenchmark(polyak=0.5)
+    runner, timer, _ = make(bench=bench)
+    for _ in range(3):
+        runner.prepare()
+        runner.start('a')
+        timer.advance_to(runner.schedule.t_end)
+    stats = bench.get_benchmark_dict()
+    assert stats['time_step_duration'][0] is not None
+    assert stats['get_obs_duration'][0] is not None
+    assert stats['send_control_duration'][0] is not None
+
+
+def test_hand_over_chains_thousands_of_steps_without_recursion():
+    """
+    Loop, not nest, when each completion takes the next action directly.
+
+    That happens when deadlines are always past (1 kHz, lead > T).
+    """
+    timer = FakeDeadlineTimer(10.0)
+    schedule = ElasticSchedule(time_step_duration=T, start_obs_capture=T,
+                               time_step_timeout_factor=1e9)
+    schedule.initialize(10.0)
+    recorder = Recorder(timer)
+    runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=recorder.send,
+                            capture=recorder.capture, on_start=recorder.outcomes.append,
+                            on_error=recorder.safe, handover_wait=1.0)
+    tasks = queue.Queue()  # the executor's task queue, served below by this thread
+    count = 2000
+
+    def agent():
+        for index in range(1, count):
+            assert runner.done.wait(5.0)
+            runner.hand_over(index, lambda function, action: tasks.put((function, action)))
+        assert runner.done.wait(5.0)
+        runner.release()
+
+    thread = threading.Thread(target=agent)
+    timer.time = 10.0 + 1e6  # every deadline is already past
+    runner.prepare()
+    thread.start()
+    runner.start(0)
+    while thread.is_alive() or not tasks.empty():
+        try:
+            function, action = tasks.get(timeout=0.1)
+        except queue.Empty:
+            continue
+        function(action)  # the executor's turn: a posted start (after a long chain)
+    sent = [action for event, action, _ in recorder.events if event == 'send']
+    assert runner.error is None
+    assert sent == list(range(count))  # all started, in order, none lost, no recursion
+
+
+def test_hand_over_posts_when_the_executor_is_not_listening():
+    runner, _, recorder = make()
+    posted = []
+    runner.hand_over('a', lambda function, action: posted.append((function, action)))
+    assert posted == [(runner.start, 'a')] and not runner.done.is_set()
