@@ -1,14 +1,13 @@
 """The env's configuration dictionary: rtgym 0.16's keys, ours, defaults and validation."""
 
 from dataclasses import dataclass
-import math
-import numbers
 from typing import Any, Callable
 import warnings
 
 import numpy as np
 
 from rtgym_ros.core.interface import RealTimeGymInterface
+from rtgym_ros.core.validate import check_int, check_number
 
 RTGYM_DEFAULTS: dict[str, Any] = {
     'interface': RealTimeGymInterface,  # replace by your own RealTimeGymInterface subclass
@@ -94,16 +93,12 @@ def resolve_config(config: dict | None) -> EnvConfig:
                          'got the abstract RealTimeGymInterface itself')
     for key in ('time_step_duration', 'start_obs_capture', 'time_step_timeout_factor',
                 'timer_lead', 'clock_wait_timeout'):
-        _check_number(values, key, minimum=0.0)
-    _check_number(values, 'ep_max_length', minimum=1, allow_inf=True)
-    _check_number(values, 'benchmark_polyak', minimum=0.0)
-    if not 0.0 < values['benchmark_polyak'] <= 1.0:
-        raise ValueError(f"config['benchmark_polyak'] must be in (0, 1], "
-                         f"got {values['benchmark_polyak']}")
-    act_buf_len = values['act_buf_len']
-    if isinstance(act_buf_len, bool) or not isinstance(act_buf_len, numbers.Integral) \
-            or act_buf_len < 1:
-        raise ValueError(f"config['act_buf_len'] must be an integer >= 1, got {act_buf_len!r}")
+        check_number(values[key], key=f"config['{key}']", minimum=0.0)
+    check_number(values['ep_max_length'], key="config['ep_max_length']", minimum=1,
+                 allow_inf=True)
+    check_number(values['benchmark_polyak'], key="config['benchmark_polyak']", above=0.0,
+                 maximum=1.0)
+    act_buf_len = check_int(values['act_buf_len'], key="config['act_buf_len']", minimum=1)
     benchmark_type = str(values['benchmark_type']).lower()
     if benchmark_type not in ('polyak', 'trace'):
         raise ValueError("config['benchmark_type'] must be 'polyak' or 'trace', "
@@ -112,17 +107,15 @@ def resolve_config(config: dict | None) -> EnvConfig:
         if values[key] is not None and not callable(values[key]):
             raise TypeError(f"config['{key}'] must be callable or None, got {values[key]!r}")
     domain_id = values['domain_id']
-    if domain_id is not None and (isinstance(domain_id, bool)
-                                  or not isinstance(domain_id, numbers.Integral)
-                                  or not 0 <= domain_id <= 232):
-        raise ValueError(f"config['domain_id'] must be an integer in [0, 232] or None, "
-                         f'got {domain_id!r}')
+    if domain_id is not None:
+        check_int(domain_id, key="config['domain_id']", minimum=0, maximum=232)
     switch = values['gil_switch_interval']
     if switch is not None:
-        _check_number(values, 'gil_switch_interval', minimum=1e-6)
+        check_number(values['gil_switch_interval'], key="config['gil_switch_interval']",
+                     minimum=1e-6)
     watchdog = values['watchdog_timeout']
     if watchdog is not None:
-        _check_number(values, 'watchdog_timeout', minimum=0.0)
+        check_number(values['watchdog_timeout'], key="config['watchdog_timeout']", minimum=0.0)
 
     return EnvConfig(
         interface=interface,
@@ -152,12 +145,3 @@ def resolve_config(config: dict | None) -> EnvConfig:
         watchdog_timeout=float(watchdog) if watchdog else None,
     )
 
-
-def _check_number(values: dict, key: str, *, minimum: float, allow_inf: bool = False) -> None:
-    value = values[key]
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
-        raise TypeError(f"config['{key}'] must be a number, got {value!r}")
-    if math.isinf(value) and not allow_inf:
-        raise ValueError(f"config['{key}'] must be finite, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"config['{key}'] must be >= {minimum}, got {value!r}")
