@@ -144,4 +144,3 @@ def resolve_config(config: dict | None) -> EnvConfig:
         gil_switch_interval=None if switch is None else float(switch),
         watchdog_timeout=float(watchdog) if watchdog else None,
     )
-

@@ -67,7 +67,7 @@ def check_bool(value: Any, *, key: str) -> bool:
     """Return ``value`` if it is a bool; ``'false'``, ``0`` or ``'n'`` are refused, not guessed."""
     if not isinstance(value, (bool, np.bool_)):
         raise WrongTypeError(f'{key} must be true or false, got {shown(value)} '
-                         f'({type(value).__name__})')
+                             f'({type(value).__name__})')
     return bool(value)
 
 
