@@ -2,7 +2,7 @@
 """
 ROS transport costs of ``rtgym_ros/ros-v1``: action latency, image capture, a 1 kHz stream.
 
-Three measurements in one invocation, each as p50/p99/max (see ``METHODS_ros.md``):
+Three measurements in one invocation, each as p50/p99/max (see ``RESULTS.md``):
 
 - **action**: the env's published action, stamped with the node clock, as received by another
   process, against a plain rclpy publisher of the same message on the same QoS;

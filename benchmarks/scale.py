@@ -6,7 +6,7 @@ Scale: for each size N, N ``sim_robot`` pendulums and N env processes (each
 ``rtgym_ros/ros-v1`` on ``config/robots/pendulum_sim.yaml`` in its own namespace, zero policy) step
 together for ``--duration`` seconds; the sweep stops once two consecutive sizes had time-outs.
 Soak (``--soak MINUTES``): one env against one sim; the env's RSS every 10 s and the drift of
-its captures from the nominal grid. See ``METHODS_ros.md``.
+its captures from the nominal grid. See ``RESULTS.md``.
 
     python3 benchmarks/scale.py --markdown
     python3 benchmarks/scale.py --sizes 1 2 4 --duration 10
