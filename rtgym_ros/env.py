@@ -4,7 +4,7 @@
 The user's thread (``step``/``reset``) only hands actions over and waits on events; the
 time-step itself, and every interface call, runs on the node's executor thread as timer
 callbacks (see :mod:`rtgym_ros.core.time_step`). The semantics are rtgym's ``real-time-gym-ts-v1``
-to the letter; see ``DESIGN.md`` section 2.
+to the letter (docs/design.md).
 """
 
 from collections import deque
@@ -134,7 +134,7 @@ class RealTimeEnv(gymnasium.Env):
         obs, rew, terminated, info = self.interface.get_obs_rew_terminated_info()
         if self.obs_prepro_func:
             obs = self.obs_prepro_func(obs)
-        self._captured = (tuple(obs), rew, terminated, info)
+        self._captured = (obs, rew, terminated, info)
 
     def _on_step_start(self, outcome: StepOutcome) -> None:
         if outcome.start is StepStart.TIMED_OUT:
@@ -203,9 +203,17 @@ class RealTimeEnv(gymnasium.Env):
         self._ts_running = True
         self._runner.hand_over(action, self._runtime.post)
 
-    def _format_obs(self, obs: tuple) -> Any:
-        """Return the rtgym tuple as the user gets it; subclasses may change the layout."""
-        return obs
+    def _first_observation(self, obs: Any) -> Any:
+        """Return reset()'s observation: rtgym's tuple, action buffer appended, then prepro."""
+        if self.act_in_obs:
+            obs = list(obs) + list(self.act_buf)
+        if self.obs_prepro_func:
+            obs = self.obs_prepro_func(obs)
+        return tuple(obs)
+
+    def _step_observation(self, obs: Any) -> Any:
+        """Return step()'s observation (prepro applied at capture): rtgym's tuple + buffer."""
+        return (*obs, *self.act_buf) if self.act_in_obs else tuple(obs)
 
     def init_action_buffer(self) -> None:
         for _ in range(self.act_buf_len):
@@ -256,11 +264,7 @@ class RealTimeEnv(gymnasium.Env):
             self.act_buf[-1] = self.default_action
         self._runner.release()
         obs, info = self._runtime.call(self._reset_interface, seed, options)
-        if self.act_in_obs:
-            obs = list(obs) + list(self.act_buf)
-        if self.obs_prepro_func:
-            obs = self.obs_prepro_func(obs)
-        obs = tuple(obs)
+        obs = self._first_observation(obs)
         if not self._schedule.initialized:
             if self.config.use_sim_time:
                 self._runtime.wait_for_clock(timeout=self.config.clock_wait_timeout)
@@ -268,7 +272,7 @@ class RealTimeEnv(gymnasium.Env):
         self._run_time_step(self.act_buf[-1])
         if self.benchmark:
             self.bench.end_reset_time()
-        return self._format_obs(obs), info
+        return obs, info
 
     def step(self, action: Any) -> tuple[tuple, Any, bool, bool, dict]:
         """
@@ -297,11 +301,10 @@ class RealTimeEnv(gymnasium.Env):
             self.running = False
             if self.wait_on_done:
                 self.wait()
-        if self.act_in_obs:
-            obs = (*obs, *self.act_buf)
+        obs = self._step_observation(obs)
         if self.benchmark:
             self.bench.end_step_time()
-        return self._format_obs(obs), rew, terminated, bool(truncated), info
+        return obs, rew, terminated, bool(truncated), info
 
     def stop(self) -> None:
         """Wait for the running time-step to complete."""

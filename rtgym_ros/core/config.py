@@ -40,6 +40,9 @@ ROS_DEFAULTS: dict[str, Any] = {
     'watchdog_timeout': None,  # s without step() after a time-step ends -> default action sent
 }
 
+ACTION_BUFFER_KEY = 'action_buffer'
+"""The key of the action buffer in the Dict observations of ``rtgym_ros/ros-v1``."""
+
 DEFAULT_CONFIG_DICT: dict[str, Any] = {**RTGYM_DEFAULTS, **ROS_DEFAULTS}
 """Copy this, set ``'interface'``, and pass it as ``gym.make(..., config=cfg)``."""
 

@@ -26,11 +26,10 @@ _WRITABLE = {'float': 'f', 'double': 'd'}
 class FieldWriter:
     """Builds messages of one type from vectors of ``size`` floats (built by compile_writer)."""
 
-    def __init__(self, msg_type: type, *, size: int, key: str,
-                 prepare: Callable[[Any], Any], scalars: list[tuple], arrays: list[tuple]) -> None:
+    def __init__(self, msg_type: type, *, size: int, prepare: Callable[[Any], Any],
+                 scalars: list[tuple], arrays: list[tuple]) -> None:
         self.msg_type = msg_type
         self.size = size
-        self._key = key
         self._prepare = prepare
         self._scalars = scalars
         self._arrays = arrays
@@ -39,18 +38,11 @@ class FieldWriter:
         """
         Return a new message holding values, in the order of the configured fields.
 
-        :param values: ``size`` finite numbers (any shape; read in C order).
+        :param values: ``size`` finite numbers (any shape; read in C order). They are not
+            checked here: the env checks each action once (``RosEnv.check_action``).
         :param stamp: header.stamp for types with a header; left zero when None.
         """
-        flat = np.asarray(values, dtype=np.float64).reshape(-1)
-        if flat.size != self.size:
-            raise ValueError(f'{self._key}: expected {self.size} values, got {flat.size}')
-        finite = np.isfinite(flat)
-        if not finite.all():
-            bad = np.flatnonzero(~finite)
-            raise ValueError(
-                f'{self._key}: expected finite values, got {flat[bad].tolist()} at index '
-                f'{bad.tolist()}')
+        flat = np.asarray(values).reshape(-1)
         msg = self.msg_type()
         target = self._prepare(msg)
         if self._scalars:
@@ -136,8 +128,7 @@ def compile_writer(
     scalars, arrays, size = _targets(leaves, seq_length)
     prepare = _prepare(type_name, names=names, frame_id=frame_id, point_type=point_type,
                        time_from_start=float(time_from_start))
-    return FieldWriter(msg_type, size=size, key=key, prepare=prepare, scalars=scalars,
-                       arrays=arrays)
+    return FieldWriter(msg_type, size=size, prepare=prepare, scalars=scalars, arrays=arrays)
 
 
 def _check_header_options(msg_type: type, type_name: str, *, names: tuple[str, ...] | None,

@@ -20,10 +20,8 @@ import numpy as np
 from rtgym_ros.nodes.policies import make_policy
 from rtgym_ros.nodes.signals import ignore_stop_signals
 from rtgym_ros.robot.env import RosEnv
+from rtgym_ros.robot.spec import AGENT_DEFAULTS
 from rtgym_ros.ros.parameters import read_node_parameters
-
-AGENT_DEFAULTS = {'policy': 'zero', 'episodes': 3, 'seed': 0, 'timing_csv': '',
-                  'timing_plot': '', 'progress': True}
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import gymnasium
 import numpy as np
 
-from rtgym_ros.robot.loader import load_callable
+from rtgym_ros.robot.callables import load_callable
 
 Policy = Callable[[Any], np.ndarray]
 BUILTIN = ('zero', 'random', 'pendulum_swingup', 'cartpole_lqr')

@@ -12,15 +12,12 @@ from pathlib import Path
 from typing import Any, Callable
 import warnings
 
-import gymnasium.spaces as spaces
 import numpy as np
-
 from rtgym_ros.env import RealTimeEnv
 from rtgym_ros.robot.interface import RosInterface
+from rtgym_ros.robot.layout import ObservationLayout
 from rtgym_ros.robot.loader import load_robot_config
 from rtgym_ros.ros.diagnostics import DiagnosticsPublisher, OK, WARN
-
-ACTION_BUFFER_KEY = 'action_buffer'
 
 
 class RosEnv(RealTimeEnv):
@@ -38,35 +35,27 @@ class RosEnv(RealTimeEnv):
         self._max_delta = spec.max_delta  # once: the spec does not change
         super().__init__(dict(env_config, interface=RosInterface,
                               interface_kwargs={'spec': spec}))
-        self._slot_names = [slot.name for slot in spec.observations]
-        self._dict_layout = spec.options['observation_layout'] == 'dict'
-        if self._dict_layout:
-            self.observation_space = self._dict_space()
-        period = spec.options['diagnostics_period']
+        self.interface.time_step_duration = self.time_step_duration
+        self.layout = ObservationLayout(
+            spec.observations, self.action_space, kind=spec.options.observation_layout,
+            act_in_obs=self.act_in_obs, act_buf_len=self.act_buf_len)
+        self.observation_space = self.layout.space
+        period = spec.options.diagnostics_period
         if period > 0:
             self._diagnostics = self._runtime.call(lambda: DiagnosticsPublisher(
                 self._runtime.node, name=f'rtgym_ros: {self.config.node_name}',
                 period=period, collect=self._diagnostic_values))
 
-    def _dict_space(self) -> spaces.Dict:
-        entries = {slot.name: slot.space for slot in self.robot.observations}
-        if self.act_in_obs:
-            low, high = self.action_space.low, self.action_space.high
-            entries[ACTION_BUFFER_KEY] = spaces.Box(
-                np.tile(low, (self.act_buf_len, 1)), np.tile(high, (self.act_buf_len, 1)),
-                dtype=np.float32)
-        return spaces.Dict(entries)
+    def _first_observation(self, values: dict[str, np.ndarray]) -> Any:
+        return self.layout.build(values, self.act_buf)
 
-    def _format_obs(self, obs: tuple) -> Any:
-        count = len(self._slot_names)
-        if not self._dict_layout:
-            # Copies: the buffer holds the caller's own action objects, which would otherwise
-            # be shared between observations (Gymnasium's checker warns about that).
-            return (*obs[:count], *(np.array(a, dtype=np.float32) for a in obs[count:]))
-        named = dict(zip(self._slot_names, obs[:count]))
-        if self.act_in_obs:
-            named[ACTION_BUFFER_KEY] = np.stack(obs[count:]).astype(np.float32, copy=False)
-        return named
+    def _step_observation(self, values: dict[str, np.ndarray]) -> Any:
+        return self.layout.build(values, self.act_buf)
+
+    def set_time_step_duration(self, time_step_duration: float,
+                               time_step_timeout_factor: float | None = None) -> None:
+        super().set_time_step_duration(time_step_duration, time_step_timeout_factor)
+        self.interface.time_step_duration = float(time_step_duration)
 
     def step(self, action: Any) -> tuple:
         return super().step(self.check_action(action))
@@ -112,7 +101,7 @@ class RosEnv(RealTimeEnv):
         """Clip to [low, high], or raise ValueError(why()) under ``action_policy: reject``."""
         if np.all(values >= low) and np.all(values <= high):
             return values, False
-        if self.robot.options['action_policy'] == 'reject':
+        if self.robot.options.action_policy == 'reject':
             self.rejected_actions += 1
             raise ValueError(f'action {values.tolist()} {why()} (action_policy: reject)')
         return np.clip(values, low, high), True
@@ -122,10 +111,12 @@ class RosEnv(RealTimeEnv):
         interface: RosInterface = self.interface
         now = interface.now()
         ages = {f'age {slot.name} (s)': f'{slot.age(now):.4f}' for slot in interface.slots}
-        stale = [slot.name for slot, spec in zip(interface.slots, self.robot.observations)
-                 if spec.max_age is not None and slot.age(now) > spec.max_age]
+        stale = [slot.name for slot in interface.slots if slot.is_stale(now)]
         values = {'steps': self.current_step, 'time-outs': self.timeouts,
                   'watchdog stops': self.stalls,
+                  'rejected actions': self.rejected_actions,
+                  'replaced actions (non-finite)': self.replaced_actions,
+                  'rate-limited actions': self.rate_limited_actions,
                   'time_step_duration (s)': self.time_step_duration, **ages,
                   **{f'stale count {name}': count
                      for name, count in interface.stale_counts.items()}}

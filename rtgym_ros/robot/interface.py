@@ -16,8 +16,8 @@ import numpy as np
 from rclpy.node import Node
 
 from rtgym_ros.core.interface import RealTimeGymInterface
-from rtgym_ros.robot.loader import RobotSpec, ServiceSpec, SignalSpec
-from rtgym_ros.robot.slots import LatestValue, Slot
+from rtgym_ros.robot.slots import LatestValue, Slot, wait_all_newer_than
+from rtgym_ros.robot.spec import RobotSpec, ServiceSpec, SignalSpec
 from rtgym_ros.ros.deferred_log import DeferredLog
 
 
@@ -31,6 +31,8 @@ class RosInterface(RealTimeGymInterface):
 
     def __init__(self, spec: RobotSpec) -> None:
         self.spec = spec
+        self.time_step_duration = 0.05
+        """The env's T: the bound of the ``newer_than_action`` wait when none is configured."""
         self._node: Node | None = None
         self.last_action = spec.default_action.astype(np.float32)
         self.last_action_time = -np.inf
@@ -51,8 +53,7 @@ class RosInterface(RealTimeGymInterface):
         self._publishers = [node.create_publisher(group.writer.msg_type, group.topic, group.qos)
                             for group in self.spec.actions]
         for slot_spec in self.spec.observations:
-            slot = Slot(slot_spec.name, slot_spec.reader, now=self.now,
-                        use_header_stamp=slot_spec.use_header_stamp)
+            slot = Slot(slot_spec, now=self.now)
             self._io_node.create_subscription(slot_spec.reader.msg_type, slot_spec.topic,
                                               slot.store, slot_spec.qos)
             self.slots.append(slot)
@@ -74,6 +75,10 @@ class RosInterface(RealTimeGymInterface):
 
     def close(self) -> None:
         self._log.destroy()
+
+    def action_subscriber_counts(self) -> dict[str, int]:
+        """Return how many subscribers each action topic has now (resolved topic names)."""
+        return {p.topic_name: p.get_subscription_count() for p in self._publishers}
 
     # -- spaces -------------------------------------------------------------------------------
 
@@ -99,89 +104,76 @@ class RosInterface(RealTimeGymInterface):
 
     # -- actions ------------------------------------------------------------------------------
 
-    def send_control(self, control: Any) -> None:
-        """Publish each action group; anything non-finite is replaced by the safe default."""
+    def send_control(self, control: np.ndarray | None) -> None:
+        """
+        Publish each action group's slice of ``control``.
+
+        ``control`` is an action the env checked (shape, finite, bounds: ``RosEnv``) or a safe
+        action made from the validated config: it is not checked again here.
+        """
         if control is None:
             return
-        values = np.asarray(control, dtype=np.float64).reshape(-1)
-        default = self.spec.default_action
-        if values.shape != default.shape or not np.all(np.isfinite(values)):
-            self._log.warning('refused action',
-                              f'refusing to publish action {values.tolist()} (expected '
-                              f'{default.size} finite values): publishing the safe action')
-            values = self.get_safe_action(default).astype(np.float64)
         stamp = self._clock.now().to_msg()
         start = 0
         for group, publisher in zip(self.spec.actions, self._publishers):
-            publisher.publish(group.writer.build(values[start:start + group.size],
+            publisher.publish(group.writer.build(control[start:start + group.size],
                                                  stamp=stamp if group.stamped else None))
             start += group.size
-        self.last_action = values.astype(np.float32)
+        self.last_action = np.array(control, dtype=np.float32)
         self.last_action_time = self.now()
 
     # -- observations -------------------------------------------------------------------------
 
-    def get_obs_rew_terminated_info(self) -> tuple[list, float, bool, dict]:
+    def get_obs_rew_terminated_info(self) -> tuple[dict[str, np.ndarray], float, bool, dict]:
+        """Capture: every slot's value by name, the reward, termination and freshness info."""
         self._wait_for_fresh_messages()
         info = self._freshness_info()
-        obs = self._read_slots(info)
-        named = {slot.name: value for slot, value in zip(self.slots, obs)}
-        reward = self._signal_value('reward', named, info)
-        terminated = bool(self._signal_value('termination', named, info))
-        return obs, float(reward), terminated, info
+        values = self._read_slots(info)
+        reward = self._signal_value('reward', values, info)
+        terminated = bool(self._signal_value('termination', values, info))
+        return values, float(reward), terminated, info
 
     def _wait_for_fresh_messages(self) -> None:
         """Bounded waits: 'newer than the action' for every slot, 'wait' policy when stale."""
         options = self.spec.options
-        if options['newer_than_action']:
-            bound = options['newer_than_action_timeout']
-            for slot in self.slots:
-                slot.wait_newer_than(self.last_action_time,
-                                     timeout=0.05 if bound is None else bound)
+        if options.newer_than_action:
+            bound = options.newer_than_action_timeout
+            wait_all_newer_than(self.slots, self.last_action_time,
+                                timeout=self.time_step_duration if bound is None else bound)
         now = self.now()
-        for slot, slot_spec in zip(self.slots, self.spec.observations):
-            if slot_spec.on_stale == 'wait' and slot_spec.max_age is not None \
-                    and slot.age(now) > slot_spec.max_age:
-                slot.wait_newer_than(now - slot_spec.max_age, timeout=slot_spec.wait_timeout)
+        for slot in self.slots:
+            if slot.spec.on_stale == 'wait' and slot.is_stale(now):
+                slot.wait_newer_than(now - slot.spec.max_age, timeout=slot.spec.wait_timeout)
 
     def _freshness_info(self) -> dict:
         """Ages of every slot and the names of stale ones; apply the warn/error policies."""
         now = self.now()
         ages = {slot.name: slot.age(now) for slot in self.slots}
         stale = []
-        for slot_spec in self.spec.observations:
-            age = ages[slot_spec.name]
-            limit = np.inf if slot_spec.max_age is None else slot_spec.max_age
-            if age <= limit:
+        for slot in self.slots:
+            if not slot.is_stale(now):
                 continue
-            stale.append(slot_spec.name)
-            self.stale_counts[slot_spec.name] += 1
-            message = (f'observations.{slot_spec.name} ({slot_spec.topic}) is stale: '
-                       f'age {age:.3f} s > max_age {slot_spec.max_age} s')
-            if slot_spec.on_stale == 'error':
+            stale.append(slot.name)
+            self.stale_counts[slot.name] += 1
+            message = (f'observations.{slot.name} ({slot.spec.topic}) is stale: '
+                       f'age {ages[slot.name]:.3f} s > max_age {slot.spec.max_age} s')
+            if slot.spec.on_stale == 'error':
                 raise RuntimeError(message)
-            if slot_spec.on_stale in ('warn', 'wait'):
-                self._log.warning(slot_spec.name, message)
+            if slot.spec.on_stale in ('warn', 'wait'):
+                self._log.warning(slot.name, message)
         info = {'obs_ages': ages, 'stale': stale, 'capture_time': now,
                 'action_time': self.last_action_time}
-        if self.spec.options['newer_than_action']:
+        if self.spec.options.newer_than_action:
             info['newer_than_action'] = {slot.name: slot.stamp > self.last_action_time
                                          for slot in self.slots}
         return info
 
-    def _read_slots(self, info: dict) -> list[np.ndarray]:
+    def _read_slots(self, info: dict) -> dict[str, np.ndarray]:
         """Convert each slot; a slot that never received a message reads as zeros."""
-        obs = []
-        missing = []
-        for slot, slot_spec in zip(self.slots, self.spec.observations):
-            if slot.message is None:
-                missing.append(slot.name)
-                obs.append(np.zeros(slot_spec.space.shape, slot_spec.space.dtype))
-            else:
-                obs.append(slot.read())
+        missing = [slot.name for slot in self.slots if slot.message is None]
         if missing:
             info['missing'] = missing
-        return obs
+        return {slot.name: slot.read() for slot in self.slots}
 
     def _signal_value(self, name: str, obs: dict, info: dict) -> Any:
         signal: SignalSpec | None = getattr(self.spec, name)
@@ -196,7 +188,8 @@ class RosInterface(RealTimeGymInterface):
 
     # -- episodes -----------------------------------------------------------------------------
 
-    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[list, dict]:
+    def reset(self, seed: int | None = None,
+              options: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
         """Unpause and reset the robot, then wait for messages from after the reset."""
         if self.paused and self.spec.unpause is not None:
             self._call(self.spec.unpause, key='unpause')
@@ -212,11 +205,9 @@ class RosInterface(RealTimeGymInterface):
 
     def _wait_for_first_messages(self, since: float) -> None:
         """One reset_timeout for all slots together, not one each."""
-        timeout = self.spec.options['reset_timeout']
-        deadline = time.monotonic() + timeout
-        silent = [spec.topic for slot, spec in zip(self.slots, self.spec.observations)
-                  if not slot.wait_newer_than(since, timeout=max(0.0,
-                                                                 deadline - time.monotonic()))]
+        timeout = self.spec.options.reset_timeout
+        silent = [slot.spec.topic for slot in wait_all_newer_than(self.slots, since,
+                                                                  timeout=timeout)]
         if silent:
             raise TimeoutError(f'reset: no message on {", ".join(silent)} within reset_timeout '
                                f'{timeout} s; is the robot (or simulator) running?')

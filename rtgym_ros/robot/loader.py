@@ -6,140 +6,32 @@ value, got 2``). The only code a config can name is a ``package.module:function`
 reward, termination or reset; nothing is eval'd.
 """
 
-from dataclasses import dataclass, field
-import importlib
-import math
 from pathlib import Path
 from typing import Any, Callable
 
 import gymnasium.spaces as spaces
 import numpy as np
 from rclpy.exceptions import InvalidServiceNameException, InvalidTopicNameException
-from rclpy.qos import QoSProfile
 from rclpy.validate_topic_name import validate_topic_name
-
-from rtgym_ros.core.config import ROS_DEFAULTS, RTGYM_DEFAULTS
+from rtgym_ros.core.config import ACTION_BUFFER_KEY, ROS_DEFAULTS, RTGYM_DEFAULTS
+from rtgym_ros.core.validate import check_bool, check_choice, check_number, check_vector
 from rtgym_ros.msgconv.readers import compile_reader, FieldReader
 from rtgym_ros.msgconv.type_names import load_message_type, load_service_type
-from rtgym_ros.msgconv.writers import compile_writer, FieldWriter
+from rtgym_ros.msgconv.writers import compile_writer
+from rtgym_ros.robot.callables import load_callable
 from rtgym_ros.robot.params_file import load_params_file
 from rtgym_ros.robot.qos import qos_from_config
+from rtgym_ros.robot.spec import (ACTION_POLICIES, ActionGroup, AGENT_DEFAULTS, LAYOUTS,
+                                  ObservationSlotSpec, ROBOT_DEFAULTS, RobotOptions, RobotSpec,
+                                  ServiceSpec, SignalSpec, STALE_POLICIES)
 
-STALE_POLICIES = ('warn', 'flag', 'wait', 'error')
-ACTION_POLICIES = ('clip', 'reject')
-LAYOUTS = ('dict', 'tuple')
 SERVICE_TYPES = ('std_srvs/srv/Empty', 'std_srvs/srv/Trigger', 'std_srvs/srv/SetBool')
 # rtgym keys that name Python objects cannot come from YAML.
 _CODE_KEYS = ('interface', 'interface_args', 'interface_kwargs', 'act_prepro_func',
               'obs_prepro_func')
 ENV_KEYS = tuple(k for k in (*RTGYM_DEFAULTS, *ROS_DEFAULTS) if k not in _CODE_KEYS)
-ROBOT_DEFAULTS: dict[str, Any] = {
-    'watchdog_timeout': 1.0,  # a robot must not keep its last command when the agent stalls
-    'action_policy': 'clip',  # out-of-bounds actions: 'clip' to the bounds or 'reject'
-    'observation_layout': 'dict',  # 'dict' (flat gymnasium Dict) or 'tuple' (rtgym's layout)
-    'newer_than_action': False,  # wait (bounded) for messages stamped after the action
-    'newer_than_action_timeout': None,  # bound of that wait; None: one time-step
-    'reset_timeout': 5.0,  # bound on reset's service calls and its wait for first messages
-    'diagnostics_period': 1.0,  # /diagnostics publishing period (s); 0 disables
-}
 _ROBOT_KEYS = ('actions', 'observations', 'reward', 'termination', 'reset', 'pause',
                'unpause', *ROBOT_DEFAULTS)
-# Read by the agent node (rtgym_ros.nodes.agent) from the same file; the env ignores them.
-AGENT_KEYS = ('policy', 'episodes', 'seed', 'timing_csv', 'timing_plot', 'progress')
-
-
-@dataclass
-class ActionGroup:
-    """One action topic: its slice of the action vector and its safe value."""
-
-    name: str
-    topic: str
-    writer: FieldWriter
-    low: np.ndarray
-    high: np.ndarray
-    default: np.ndarray
-    qos: QoSProfile
-    stamped: bool = True
-    """False: header.stamp stays zero ('execute on receipt' for trajectory controllers)."""
-    max_delta: np.ndarray | None = None
-    """Largest change per time-step of each value (a rate limit for position commands)."""
-    on_stop: str = 'default'
-    """What the group gets when the robot must stop: 'default', or 'hold' its last values."""
-
-    @property
-    def size(self) -> int:
-        return self.writer.size
-
-
-@dataclass
-class ObservationSlotSpec:
-    """One sensor topic and how its newest message becomes part of the observation."""
-
-    name: str
-    topic: str
-    reader: FieldReader
-    space: spaces.Box
-    max_age: float | None
-    on_stale: str
-    wait_timeout: float
-    use_header_stamp: bool
-    qos: QoSProfile
-
-
-@dataclass
-class SignalSpec:
-    """Reward or termination: from a topic's field, a function, or a constant."""
-
-    constant: Any = None
-    topic: str | None = None
-    reader: FieldReader | None = None
-    function: Callable | None = None
-    qos: QoSProfile | None = None
-
-
-@dataclass
-class ServiceSpec:
-    """A service call (std_srvs Empty/Trigger/SetBool) or a function, with a time bound."""
-
-    service: str | None = None
-    service_type: type | None = None
-    data: bool | None = None
-    function: Callable | None = None
-    timeout: float = 5.0
-
-
-@dataclass
-class RobotSpec:
-    """Everything the ROS interface needs, checked."""
-
-    actions: list[ActionGroup]
-    observations: list[ObservationSlotSpec]
-    reward: SignalSpec
-    termination: SignalSpec | None
-    reset: ServiceSpec | None
-    pause: ServiceSpec | None
-    unpause: ServiceSpec | None
-    options: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def action_low(self) -> np.ndarray:
-        return np.concatenate([group.low for group in self.actions])
-
-    @property
-    def action_high(self) -> np.ndarray:
-        return np.concatenate([group.high for group in self.actions])
-
-    @property
-    def default_action(self) -> np.ndarray:
-        return np.concatenate([group.default for group in self.actions])
-
-    @property
-    def max_delta(self) -> np.ndarray | None:
-        """Per-value rate limits (inf where a group has none); None when no group has one."""
-        if all(group.max_delta is None for group in self.actions):
-            return None
-        return np.concatenate([np.full(group.writer.size, np.inf) if group.max_delta is None
-                               else group.max_delta for group in self.actions])
 
 
 def load_robot_config(path: str | Path | None = None, *, node_name: str | None = None,
@@ -156,24 +48,18 @@ def load_robot_config(path: str | Path | None = None, *, node_name: str | None =
 
 def split_and_check(params: dict[str, Any]) -> tuple[dict[str, Any], RobotSpec]:
     """Separate env keys from the robot mapping and validate the latter."""
-    params = {k: v for k, v in params.items() if k not in AGENT_KEYS}
+    params = {k: v for k, v in params.items() if k not in AGENT_DEFAULTS}
     unknown = sorted(set(params) - set(ENV_KEYS) - set(_ROBOT_KEYS))
     if unknown:
         raise ValueError(f'unknown config keys {unknown}; expected env keys '
                          f'{sorted(ENV_KEYS)} or robot keys {sorted(_ROBOT_KEYS)}')
     env_config = {k: v for k, v in params.items() if k in ENV_KEYS}
-    options = {**ROBOT_DEFAULTS, **{k: params[k] for k in ROBOT_DEFAULTS if k in params}}
-    env_config['watchdog_timeout'] = options.pop('watchdog_timeout')
+    env_config['watchdog_timeout'] = params.get('watchdog_timeout',
+                                                ROBOT_DEFAULTS['watchdog_timeout'])
     # Between episodes a robot is stopped (and a simulator paused): wait() on done, so the
     # reset that follows restarts the clock instead of reporting a time-out.
     env_config.setdefault('wait_on_done', True)
-    _check_choice(options['action_policy'], ACTION_POLICIES, key='action_policy')
-    _check_choice(options['observation_layout'], LAYOUTS, key='observation_layout')
-    for key in ('reset_timeout', 'diagnostics_period'):
-        options[key] = _number(options[key], key=key, minimum=0.0)
-    if options['newer_than_action_timeout'] is not None:
-        options['newer_than_action_timeout'] = _number(
-            options['newer_than_action_timeout'], key='newer_than_action_timeout', minimum=0.0)
+    options = _options(params)
     spec = RobotSpec(
         actions=_groups(params, 'actions', _action_group),
         observations=_groups(params, 'observations', _observation_slot),
@@ -182,11 +68,11 @@ def split_and_check(params: dict[str, Any]) -> tuple[dict[str, Any], RobotSpec]:
         termination=_optional(params, 'termination', lambda value, key: _signal(
             value, key=key, default_type='std_msgs/msg/Bool', constant=False)),
         reset=_optional(params, 'reset', lambda value, key: _service(
-            value, key=key, timeout=options['reset_timeout'], data=True)),
+            value, key=key, timeout=options.reset_timeout, data=True)),
         pause=_optional(params, 'pause', lambda value, key: _service(
-            value, key=key, timeout=options['reset_timeout'], data=True)),
+            value, key=key, timeout=options.reset_timeout, data=True)),
         unpause=_optional(params, 'unpause', lambda value, key: _service(
-            value, key=key, timeout=options['reset_timeout'], data=False)),
+            value, key=key, timeout=options.reset_timeout, data=False)),
         options=options,
     )
     if spec.pause and spec.unpause is None and spec.pause.data is not None:
@@ -195,6 +81,26 @@ def split_and_check(params: dict[str, Any]) -> tuple[dict[str, Any], RobotSpec]:
                                    service_type=spec.pause.service_type, data=False,
                                    timeout=spec.pause.timeout)
     return env_config, spec
+
+
+def _options(params: dict[str, Any]) -> RobotOptions:
+    defaults = RobotOptions()
+    timeout = params.get('newer_than_action_timeout')
+    return RobotOptions(
+        action_policy=check_choice(params.get('action_policy', defaults.action_policy),
+                                   ACTION_POLICIES, key='action_policy'),
+        observation_layout=check_choice(
+            params.get('observation_layout', defaults.observation_layout), LAYOUTS,
+            key='observation_layout'),
+        newer_than_action=check_bool(params.get('newer_than_action', False),
+                                     key='newer_than_action'),
+        newer_than_action_timeout=None if timeout is None else check_number(
+            timeout, key='newer_than_action_timeout', minimum=0.0),
+        reset_timeout=check_number(params.get('reset_timeout', defaults.reset_timeout),
+                                   key='reset_timeout', minimum=0.0),
+        diagnostics_period=check_number(
+            params.get('diagnostics_period', defaults.diagnostics_period),
+            key='diagnostics_period', minimum=0.0))
 
 
 def _groups(params: dict, key: str, build: Callable) -> list:
@@ -206,8 +112,8 @@ def _groups(params: dict, key: str, build: Callable) -> list:
         raise ValueError(f'{key}.names must be a non-empty list of names, got {names!r}')
     if len(set(names)) != len(names):
         raise ValueError(f'{key}.names has duplicates: {names}')
-    if key == 'observations' and 'action_buffer' in names:
-        raise ValueError("observations.names must not contain 'action_buffer', the key of "
+    if key == 'observations' and ACTION_BUFFER_KEY in names:
+        raise ValueError(f"observations.names must not contain '{ACTION_BUFFER_KEY}', the key of "
                          'the action buffer in observations')
     extra = sorted(set(section) - {'names', *names})
     if extra:
@@ -228,15 +134,15 @@ _ACTION_KEYS = ('topic', 'type', 'field', 'fields', 'joint_names', 'low', 'high'
 def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
     _check_keys(entry, _ACTION_KEYS, key=key)
     msg_type = load_message_type(_required(entry, 'type', key=key), key=f'{key}.type')
-    low = _vector(_required(entry, 'low', key=key), key=f'{key}.low')
-    high = _vector(_required(entry, 'high', key=key), key=f'{key}.high')
+    low = check_vector(_required(entry, 'low', key=key), key=f'{key}.low')
+    high = check_vector(_required(entry, 'high', key=key), key=f'{key}.high')
     _check_bounds(low, high, key=key)
     writer = compile_writer(
         msg_type, _fields(entry, key=key), key=key, joint_names=entry.get('joint_names'),
         size=None if entry.get('joint_names') else len(low), frame_id=entry.get('frame_id'),
-        time_from_start=_number(entry.get('time_from_start', 0.0),
-                                key=f'{key}.time_from_start', minimum=0.0))
-    default = _vector(entry.get('default', np.zeros(writer.size)), key=f'{key}.default')
+        time_from_start=check_number(entry.get('time_from_start', 0.0),
+                                     key=f'{key}.time_from_start', minimum=0.0))
+    default = check_vector(entry.get('default', np.zeros(writer.size)), key=f'{key}.default')
     for what, values in (('low', low), ('high', high), ('default', default)):
         if len(values) != writer.size:
             raise ValueError(f'{key}.{what} must have {writer.size} values, got {len(values)}')
@@ -246,10 +152,10 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
     if np.any(default < low) or np.any(default > high):
         raise ValueError(f'{key}.default must lie within low and high, got {default.tolist()}')
     stamp = entry.get('stamp', 'now')
-    _check_choice(stamp, ('now', 'zero'), key=f'{key}.stamp')
+    check_choice(stamp, ('now', 'zero'), key=f'{key}.stamp')
     max_delta = None
     if entry.get('max_delta') is not None:
-        max_delta = _vector(entry['max_delta'], key=f'{key}.max_delta')
+        max_delta = check_vector(entry['max_delta'], key=f'{key}.max_delta')
         if len(max_delta) != writer.size:
             raise ValueError(f'{key}.max_delta must have {writer.size} values, '
                              f'got {len(max_delta)}')
@@ -257,7 +163,7 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
             raise ValueError(f'{key}.max_delta must be finite numbers > 0, '
                              f'got {max_delta.tolist()}')
     on_stop = entry.get('on_stop', 'default')
-    _check_choice(on_stop, ('default', 'hold'), key=f'{key}.on_stop')
+    check_choice(on_stop, ('default', 'hold'), key=f'{key}.on_stop')
     return ActionGroup(name=name, topic=_topic(entry, key=key), writer=writer, low=low,
                        high=high, default=default, stamped=stamp == 'now', max_delta=max_delta,
                        on_stop=on_stop,
@@ -274,8 +180,8 @@ def _observation_slot(name: str, entry: dict, *, key: str) -> ObservationSlotSpe
     _check_keys(entry, _OBSERVATION_KEYS, key=key)
     type_name = _required(entry, 'type', key=key)
     msg_type = load_message_type(type_name, key=f'{key}.type')
-    low = None if entry.get('low') is None else _vector(entry['low'], key=f'{key}.low')
-    high = None if entry.get('high') is None else _vector(entry['high'], key=f'{key}.high')
+    low = None if entry.get('low') is None else check_vector(entry['low'], key=f'{key}.low')
+    high = None if entry.get('high') is None else check_vector(entry['high'], key=f'{key}.high')
     shape = entry.get('shape')
     if shape is None and low is not None and not entry.get('joint_names') \
             and 'length' not in entry:
@@ -284,17 +190,18 @@ def _observation_slot(name: str, entry: dict, *, key: str) -> ObservationSlotSpe
         msg_type, _fields(entry, key=key, image=type_name == 'sensor_msgs/msg/Image'),
         key=key, joint_names=entry.get('joint_names'), shape=shape,
         nonfinite=entry.get('nonfinite', 'keep'), length=entry.get('length'),
-        encoding=entry.get('encoding'), to_rgb=bool(entry.get('to_rgb', False)))
+        encoding=entry.get('encoding'),
+        to_rgb=check_bool(entry.get('to_rgb', False), key=f'{key}.to_rgb'))
     space = _observation_space(reader, low, high, key=key)
     max_age = entry.get('max_age')
     if max_age is not None:
-        max_age = _number(max_age, key=f'{key}.max_age', minimum=0.0)
+        max_age = check_number(max_age, key=f'{key}.max_age', minimum=0.0)
     on_stale = entry.get('on_stale', 'warn')
-    _check_choice(on_stale, STALE_POLICIES, key=f'{key}.on_stale')
+    check_choice(on_stale, STALE_POLICIES, key=f'{key}.on_stale')
     stamp = entry.get('stamp', 'header')
-    _check_choice(stamp, ('header', 'receive'), key=f'{key}.stamp')
-    wait_timeout = _number(entry.get('wait_timeout', 0.1), key=f'{key}.wait_timeout',
-                           minimum=0.0)
+    check_choice(stamp, ('header', 'receive'), key=f'{key}.stamp')
+    wait_timeout = check_number(entry.get('wait_timeout', 0.1), key=f'{key}.wait_timeout',
+                                minimum=0.0)
     return ObservationSlotSpec(
         name=name, topic=_topic(entry, key=key), reader=reader, space=space, max_age=max_age,
         on_stale=on_stale, wait_timeout=wait_timeout, use_header_stamp=stamp == 'header',
@@ -350,7 +257,7 @@ def _service(value: Any, *, key: str, timeout: float, data: bool) -> ServiceSpec
         raise ValueError(f'{key} must be a mapping with service (+ type) or function, '
                          f'got {value!r}')
     _check_keys(value, ('service', 'type', 'data', 'function', 'timeout'), key=key)
-    timeout = _number(value.get('timeout', timeout), key=f'{key}.timeout', minimum=0.0)
+    timeout = check_number(value.get('timeout', timeout), key=f'{key}.timeout', minimum=0.0)
     if ('service' in value) == ('function' in value):
         raise ValueError(f'{key} needs exactly one of service, function')
     if 'function' in value:
@@ -368,24 +275,6 @@ def _service(value: Any, *, key: str, timeout: float, data: bool) -> ServiceSpec
     return ServiceSpec(service=_name(value['service'], key=f'{key}.service'),
                        service_type=service_type, data=value_data if is_set_bool else None,
                        timeout=timeout)
-
-
-def load_callable(spec: Any, *, key: str) -> Callable:
-    """``'package.module:function'`` -> the function (imported, never eval'd)."""
-    if not isinstance(spec, str) or spec.count(':') != 1:
-        raise ValueError(f"{key} must be 'package.module:function', got {spec!r}")
-    module_name, attribute = spec.split(':')
-    if not module_name or not attribute.isidentifier() or not all(
-            part.isidentifier() for part in module_name.split('.')):
-        raise ValueError(f"{key} must be 'package.module:function', got {spec!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ValueError(f'{key}: cannot import module {module_name!r}: {error}') from None
-    function = getattr(module, attribute, None)
-    if not callable(function):
-        raise ValueError(f'{key}: module {module_name!r} has no callable {attribute!r}')
-    return function
 
 
 def _optional(params: dict, key: str, build: Callable) -> Any:
@@ -433,23 +322,6 @@ def _name(value: Any, *, key: str) -> str:
     return value
 
 
-def _vector(value: Any, *, key: str) -> np.ndarray:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = [value]
-    if not isinstance(value, (list, tuple, np.ndarray)) or not all(
-            isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in value):
-        raise ValueError(f'{key} must be a list of numbers, got {value!r}')
-    return np.asarray(value, dtype=np.float64)
-
-
-def _number(value: Any, *, key: str, minimum: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ValueError(f'{key} must be a number, got {value!r}')
-    if value < minimum:
-        raise ValueError(f'{key} must be >= {minimum}, got {value!r}')
-    return float(value)
-
-
 def _check_bounds(low: np.ndarray, high: np.ndarray, *, key: str) -> None:
     if len(low) != len(high):
         raise ValueError(f'{key}.low and {key}.high must have the same length, '
@@ -458,8 +330,3 @@ def _check_bounds(low: np.ndarray, high: np.ndarray, *, key: str) -> None:
     if bad.size:
         raise ValueError(f'{key}.low must be <= {key}.high, got low > high at index '
                          f'{bad.tolist()}')
-
-
-def _check_choice(value: Any, choices: tuple, *, key: str) -> None:
-    if value not in choices:
-        raise ValueError(f'{key} must be one of {", ".join(choices)}, got {value!r}')

@@ -23,10 +23,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from rtgym_ros.core.config import ACTION_BUFFER_KEY
 from rtgym_ros.sim.cartpole import CartPole
 from rtgym_ros.sim.pendulum import Pendulum, wrap_angle
-
-ACTION_BUFFER_KEY = 'action_buffer'  # the key RosEnv gives the action buffer
 
 
 def expm(matrix: np.ndarray) -> np.ndarray:

@@ -10,11 +10,16 @@ import math
 
 import numpy as np
 
+from rtgym_ros.sim.cartpole import CartPole
+from rtgym_ros.sim.pendulum import wrap_angle
+
+_TRACK_LIMIT = CartPole().track_limit  # the shipped cart-pole's, as sim_robot runs it
+_POLE_LIMIT = 12 * math.pi / 180
+
 
 def pendulum_reward(obs: dict[str, np.ndarray], action: np.ndarray, info: dict) -> float:
     """Gymnasium Pendulum-v1's cost, negated: upright (angle 0), still, with little torque."""
-    theta, theta_dot = float(obs['joints'][0]), float(obs['joints'][1])
-    theta = (theta + math.pi) % (2 * math.pi) - math.pi
+    theta, theta_dot = wrap_angle(float(obs['joints'][0])), float(obs['joints'][1])
     torque = float(action[0])
     return -(theta ** 2 + 0.1 * theta_dot ** 2 + 0.001 * torque ** 2)
 
@@ -25,6 +30,6 @@ def cartpole_reward(obs: dict[str, np.ndarray], action: np.ndarray, info: dict) 
 
 
 def cartpole_terminated(obs: dict[str, np.ndarray], action: np.ndarray, info: dict) -> bool:
-    """End when the pole falls past 12 degrees or the cart leaves +-2.4 m (as CartPole)."""
+    """End when the pole falls past 12 degrees or the cart leaves the track (as CartPole)."""
     cart_x, pole_angle = float(obs['joints'][0]), float(obs['joints'][1])
-    return abs(cart_x) > 2.4 or abs(pole_angle) > 12 * math.pi / 180
+    return abs(cart_x) > _TRACK_LIMIT or abs(pole_angle) > _POLE_LIMIT

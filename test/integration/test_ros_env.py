@@ -180,8 +180,8 @@ def make_env(tmp_path):
                        **overrides)
         envs.append(env)
         # Commands sent before the robot's subscription matched would be lost.
-        publishers = env.unwrapped.interface._publishers
-        wait_until(lambda: all(p.get_subscription_count() for p in publishers), 30.0,
+        interface = env.unwrapped.interface
+        wait_until(lambda: all(interface.action_subscriber_counts().values()), 30.0,
                    f'the robot at {robot.ns} to subscribe to the commands')
         return env
 

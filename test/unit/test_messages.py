@@ -479,19 +479,6 @@ def test_missing_joint():
         reader.read(msg)
 
 
-def test_wrong_size_at_build():
-    writer = compile_writer(Twist, ['linear.x', 'angular.z'], key='actions.cmd_vel')
-    with pytest.raises(ValueError, match='^actions.cmd_vel: expected 2 values, got 3$'):
-        writer.build(np.zeros(3))
-
-
-@pytest.mark.parametrize('bad', [np.nan, np.inf, -np.inf])
-def test_non_finite_at_build(bad):
-    writer = compile_writer(JointState, ['position'], key='actions.arm', joint_names=['a', 'b'])
-    with pytest.raises(ValueError, match=r'expected finite values, got \[.*\] at index \[1\]'):
-        writer.build(np.array([0.0, bad]))
-
-
 def test_writer_config_errors():
     with pytest.raises(ValueError, match='expected joint_names for sensor_msgs/msg/JointState'):
         compile_writer(JointState, ['position'], key=KEY)

@@ -91,8 +91,8 @@ def test_nested_params_file(tmp_path):
     assert joints.space.dtype == np.float32
     assert joints.on_stale == 'warn' and joints.max_age is None
     assert spec.reward.constant == 0.0 and spec.termination is None and spec.reset is None
-    assert spec.options['action_policy'] == 'clip'
-    assert spec.options['observation_layout'] == 'dict'
+    assert spec.options.action_policy == 'clip'
+    assert spec.options.observation_layout == 'dict'
 
 
 def test_dotted_keys_mean_the_same_as_nested_ones(tmp_path):
@@ -146,8 +146,8 @@ def test_overrides_win_over_the_file(tmp_path):
         namespace='/r1', watchdog_timeout=0.3, observations=observations)
     assert env_config['time_step_duration'] == 0.1 and env_config['namespace'] == '/r1'
     assert env_config['watchdog_timeout'] == 0.3
-    assert spec.options['action_policy'] == 'reject'
-    assert spec.options['observation_layout'] == 'tuple'
+    assert spec.options.action_policy == 'reject'
+    assert spec.options.observation_layout == 'tuple'
     assert spec.observations[0].on_stale == 'flag'
 
 

@@ -1,0 +1,143 @@
+"""
+The typed description of a robot that the loader builds and the interface wires to ROS.
+
+Everything here is checked already: an interface or env reading a spec never validates again.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import gymnasium.spaces as spaces
+import numpy as np
+from rclpy.qos import QoSProfile
+
+from rtgym_ros.msgconv.readers import FieldReader
+from rtgym_ros.msgconv.writers import FieldWriter
+
+STALE_POLICIES = ('warn', 'flag', 'wait', 'error')
+ACTION_POLICIES = ('clip', 'reject')
+LAYOUTS = ('dict', 'tuple')
+
+# Read by the agent node (rtgym_ros.nodes.agent) from the same file; the env ignores them.
+AGENT_DEFAULTS: dict[str, Any] = {
+    'policy': 'zero', 'episodes': 3, 'seed': 0, 'timing_csv': '', 'timing_plot': '',
+    'progress': True,
+}
+
+
+@dataclass(frozen=True)
+class RobotOptions:
+    """The robot-level keys of a config (besides the env's rtgym and ROS keys)."""
+
+    action_policy: str = 'clip'
+    """Out-of-bounds actions: 'clip' to the bounds or 'reject' (ValueError)."""
+    observation_layout: str = 'dict'
+    """'dict' (a flat gymnasium Dict) or 'tuple' (rtgym's Tuple)."""
+    newer_than_action: bool = False
+    """Wait (bounded) at capture for messages stamped after the action was sent."""
+    newer_than_action_timeout: float | None = None
+    """Bound of that wait, shared by all slots; None: one time-step."""
+    reset_timeout: float = 5.0
+    """Bound on reset's service calls and on its wait for first messages."""
+    diagnostics_period: float = 1.0
+    """/diagnostics publishing period (s); 0 disables."""
+
+
+ROBOT_DEFAULTS: dict[str, Any] = {
+    'watchdog_timeout': 1.0,  # a robot must not keep its last command when the agent stalls
+    **{name: getattr(RobotOptions(), name) for name in RobotOptions.__dataclass_fields__},
+}
+
+
+@dataclass
+class ActionGroup:
+    """One action topic: its slice of the action vector and its safe value."""
+
+    name: str
+    topic: str
+    writer: FieldWriter
+    low: np.ndarray
+    high: np.ndarray
+    default: np.ndarray
+    qos: QoSProfile
+    stamped: bool = True
+    """False: header.stamp stays zero ('execute on receipt' for trajectory controllers)."""
+    max_delta: np.ndarray | None = None
+    """Largest change per time-step of each value (a rate limit for position commands)."""
+    on_stop: str = 'default'
+    """What the group gets when the robot must stop: 'default', or 'hold' its last values."""
+
+    @property
+    def size(self) -> int:
+        return self.writer.size
+
+
+@dataclass
+class ObservationSlotSpec:
+    """One sensor topic and how its newest message becomes part of the observation."""
+
+    name: str
+    topic: str
+    reader: FieldReader
+    space: spaces.Box
+    max_age: float | None
+    on_stale: str
+    wait_timeout: float
+    use_header_stamp: bool
+    qos: QoSProfile
+
+
+@dataclass
+class SignalSpec:
+    """Reward or termination: from a topic's field, a function, or a constant."""
+
+    constant: Any = None
+    topic: str | None = None
+    reader: FieldReader | None = None
+    function: Callable | None = None
+    qos: QoSProfile | None = None
+
+
+@dataclass
+class ServiceSpec:
+    """A service call (std_srvs Empty/Trigger/SetBool) or a function, with a time bound."""
+
+    service: str | None = None
+    service_type: type | None = None
+    data: bool | None = None
+    function: Callable | None = None
+    timeout: float = 5.0
+
+
+@dataclass
+class RobotSpec:
+    """Everything the ROS interface needs, checked."""
+
+    actions: list[ActionGroup]
+    observations: list[ObservationSlotSpec]
+    reward: SignalSpec
+    termination: SignalSpec | None
+    reset: ServiceSpec | None
+    pause: ServiceSpec | None
+    unpause: ServiceSpec | None
+    options: RobotOptions = field(default_factory=lambda: RobotOptions())
+
+    @property
+    def action_low(self) -> np.ndarray:
+        return np.concatenate([group.low for group in self.actions])
+
+    @property
+    def action_high(self) -> np.ndarray:
+        return np.concatenate([group.high for group in self.actions])
+
+    @property
+    def default_action(self) -> np.ndarray:
+        return np.concatenate([group.default for group in self.actions])
+
+    @property
+    def max_delta(self) -> np.ndarray | None:
+        """Per-value rate limits (inf where a group has none); None when no group has one."""
+        if all(group.max_delta is None for group in self.actions):
+            return None
+        return np.concatenate([np.full(group.writer.size, np.inf) if group.max_delta is None
+                               else group.max_delta for group in self.actions])
