@@ -224,6 +224,10 @@ class RealTimeEnv(gymnasium.Env):
         """Say whether ``wait()`` was called and no time-step broke the elasticity since."""
         return self._schedule.expecting_restart
 
+    def now(self) -> float:
+        """Return the time on the env's clock in seconds (``/clock`` under ``use_sim_time``)."""
+        return self._runtime.now()
+
     @property
     def time_initialized(self) -> bool:
         return self._schedule.initialized

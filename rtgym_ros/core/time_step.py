@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable, Iterator, Protocol
 
 from rtgym_ros.core.schedule import ElasticSchedule, StepOutcome
-from rtgym_ros.core.timing import PolyakBenchmark
+from rtgym_ros.core.timing import Benchmark
 
 
 _MAX_CHAIN = 0.05  # s of back-to-back steps before the executor gets a turn (other timers)
@@ -46,7 +46,7 @@ class TimeStepRunner:
                  send_control: Callable[[Any], None], capture: Callable[[], None],
                  on_start: Callable[[StepOutcome], None], on_error: Callable[[], None],
                  on_complete: Callable[[], None] = lambda: None,
-                 bench: PolyakBenchmark | None = None, handover_wait: float = 0.0) -> None:
+                 bench: Benchmark | None = None, handover_wait: float = 0.0) -> None:
         self.schedule = schedule
         self._timer = timer
         self._send_control = send_control

@@ -14,32 +14,20 @@ DURATION_KEYS = ('time_step_duration', 'step_duration', 'join_duration',
                  'inference_duration', 'send_control_duration', 'get_obs_duration')
 
 
-class PolyakBenchmark:
-    """Running average and average deviation of each duration (rtgym's ``polyak`` type)."""
+class Benchmark:
+    """
+    The events rtgym's env marks, one method each; what is kept depends on the subclass.
 
-    def __init__(self, *, polyak: float = 0.1) -> None:
-        self.polyak = polyak
+    A step is ``start_step`` (agent's action arrives), ``end_step_join`` (time-step done),
+    ``end_step`` (step returns); inside the time-step: ``send_control`` and ``get_obs``.
+    """
+
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._last: dict[str, float] = {}
-        self._stats: dict[str, tuple[float | None, float]] = {k: (None, 0.0)
-                                                              for k in DURATION_KEYS}
-
-    def _update(self, key: str, value: float) -> None:
-        average, deviation = self._stats[key]
-        if average is None:
-            self._stats[key] = (value, 0.0)
-            return
-        delta = value - average
-        self._stats[key] = (average + self.polyak * delta,
-                            deviation + self.polyak * (abs(delta) - deviation))
 
     def _mark(self, event: str, *, since: str | None = None, key: str | None = None) -> None:
-        """Record ``event`` now; if ``since`` was recorded, update ``key`` with the gap."""
-        with self._lock:
-            now = time.perf_counter()
-            if since is not None and since in self._last:
-                self._update(key, now - self._last[since])
-            self._last[event] = now
+        """Record ``event`` now; ``key`` names the duration measured from ``since``."""
+        raise NotImplementedError
 
     def start_step_time(self) -> None:
         self._mark('start_step', since='end_step', key='inference_duration')
@@ -63,13 +51,43 @@ class PolyakBenchmark:
         self._mark('end_get_obs', since='start_get_obs', key='get_obs_duration')
 
     def start_reset_time(self) -> None:
-        """Do nothing: resets are not part of the running averages (as in rtgym)."""
+        """Mark a reset's start (kept by the trace type only, as in rtgym)."""
 
     def end_reset_join_time(self) -> None:
-        """Do nothing: resets are not part of the running averages (as in rtgym)."""
+        """Mark a reset's join (kept by the trace type only, as in rtgym)."""
 
     def end_reset_time(self) -> None:
-        """Do nothing: resets are not part of the running averages (as in rtgym)."""
+        """Mark a reset's end (kept by the trace type only, as in rtgym)."""
+
+    def get_benchmark_dict(self) -> dict:
+        raise NotImplementedError
+
+
+class PolyakBenchmark(Benchmark):
+    """Running average and average deviation of each duration (rtgym's ``polyak`` type)."""
+
+    def __init__(self, *, polyak: float = 0.1) -> None:
+        super().__init__()
+        self.polyak = polyak
+        self._last: dict[str, float] = {}
+        self._stats: dict[str, tuple[float | None, float]] = {k: (None, 0.0)
+                                                              for k in DURATION_KEYS}
+
+    def _update(self, key: str, value: float) -> None:
+        average, deviation = self._stats[key]
+        if average is None:
+            self._stats[key] = (value, 0.0)
+            return
+        delta = value - average
+        self._stats[key] = (average + self.polyak * delta,
+                            deviation + self.polyak * (abs(delta) - deviation))
+
+    def _mark(self, event: str, *, since: str | None = None, key: str | None = None) -> None:
+        with self._lock:
+            now = time.perf_counter()
+            if since is not None and since in self._last:
+                self._update(key, now - self._last[since])
+            self._last[event] = now
 
     def get_benchmark_dict(self) -> dict:
         """``{name: (average, average_deviation)}`` in seconds; average is None until seen."""
@@ -81,11 +99,11 @@ TRACE_EVENTS = ('start_step', 'end_step_join', 'end_step', 'start_get_obs', 'end
                 'start_send_control', 'end_send_control')
 
 
-class TraceBenchmark(PolyakBenchmark):
+class TraceBenchmark(Benchmark):
     """Every timestamp, kept (rtgym's ``trace`` type); a reset counts as a step."""
 
-    def __init__(self, *, polyak: float = 0.1) -> None:
-        super().__init__(polyak=polyak)
+    def __init__(self) -> None:
+        super().__init__()
         self._trace: dict[str, list[float]] = {event: [] for event in TRACE_EVENTS}
 
     def _mark(self, event: str, *, since: str | None = None, key: str | None = None) -> None:
@@ -125,8 +143,8 @@ def _paired(ends: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return ends - starts[:len(ends)]
 
 
-def make_benchmark(benchmark_type: str, *, polyak: float) -> PolyakBenchmark:
+def make_benchmark(benchmark_type: str, *, polyak: float) -> Benchmark:
     """Build the benchmark named by the ``benchmark_type`` config key."""
     if benchmark_type == 'trace':
-        return TraceBenchmark(polyak=polyak)
+        return TraceBenchmark()
     return PolyakBenchmark(polyak=polyak)

@@ -4,6 +4,7 @@ import math
 from typing import Optional, Sequence
 
 import numpy as np
+from rtgym_ros.core.validate import check_number
 
 from rtgym_ros.sim.pendulum import check_command, check_state, wrap_angle
 
@@ -41,12 +42,10 @@ class CartPole:
         for name, value in (('cart_mass', cart_mass), ('pole_mass', pole_mass),
                             ('pole_half_length', pole_half_length), ('max_force', max_force),
                             ('track_limit', track_limit)):
-            if not (math.isfinite(value) and value > 0.0):
-                raise ValueError(f'CartPole {name} must be a finite number > 0, got {value!r}')
+            check_number(value, key=f'CartPole {name}', above=0.0)
         for name, value in (('gravity', gravity), ('cart_damping', cart_damping),
                             ('pole_damping', pole_damping)):
-            if not (math.isfinite(value) and value >= 0.0):
-                raise ValueError(f'CartPole {name} must be a finite number >= 0, got {value!r}')
+            check_number(value, key=f'CartPole {name}', minimum=0.0)
         self.cart_mass = float(cart_mass)
         self.pole_mass = float(pole_mass)
         self.pole_half_length = float(pole_half_length)

@@ -24,83 +24,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from rtgym_ros.core.config import ACTION_BUFFER_KEY
+from rtgym_ros.core.validate import check_number, check_vector
 from rtgym_ros.sim.cartpole import CartPole
+from rtgym_ros.sim.lqr import discrete_lqr, discretize
 from rtgym_ros.sim.pendulum import Pendulum, wrap_angle
-
-
-def expm(matrix: np.ndarray) -> np.ndarray:
-    """Matrix exponential by scaling and squaring a Taylor series; enough for small models."""
-    matrix = np.asarray(matrix, dtype=np.float64)
-    norm = float(np.max(np.sum(np.abs(matrix), axis=1))) if matrix.size else 0.0
-    squarings = max(0, int(math.ceil(math.log2(norm))) + 1) if norm > 0.5 else 0
-    scaled = matrix / 2.0 ** squarings
-    result = np.eye(matrix.shape[0])
-    term = np.eye(matrix.shape[0])
-    for k in range(1, 20):
-        term = term @ scaled / k
-        result = result + term
-    for _ in range(squarings):
-        result = result @ result
-    return result
-
-
-def discretize(a: np.ndarray, b: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
-    """
-    Zero-order-hold discretisation of ``x' = A x + B u``: the env holds an action for a step.
-
-    :return: ``(Ad, Bd)`` with ``x[k+1] = Ad x[k] + Bd u[k]``.
-    """
-    n, m = b.shape
-    block = np.zeros((n + m, n + m))
-    block[:n, :n] = a
-    block[:n, n:] = b
-    exp = expm(block * dt)
-    return exp[:n, :n], exp[:n, n:]
-
-
-def discrete_lqr(a: np.ndarray, b: np.ndarray, q: np.ndarray, r: np.ndarray, *,
-                 max_iterations: int = 100000,
-                 tolerance: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
-    """
-    Gain of the discrete LQR, by iterating the Riccati equation (no scipy needed).
-
-    :return: ``(K, P)``; the control is ``u = -K x``, ``x' P x`` the optimal cost-to-go.
-    """
-    p = np.array(q, dtype=np.float64)
-    for _ in range(max_iterations):
-        gain = np.linalg.solve(r + b.T @ p @ b, b.T @ p @ a)
-        updated = q + a.T @ p @ (a - b @ gain)
-        updated = 0.5 * (updated + updated.T)
-        if np.max(np.abs(updated - p)) <= tolerance * (1.0 + np.max(np.abs(p))):
-            p = updated
-            break
-        p = updated
-    else:
-        raise ValueError('the Riccati iteration did not converge; '
-                         'is the model stabilisable and Q, R positive?')
-    gain = np.linalg.solve(r + b.T @ p @ b, b.T @ p @ a)
-    return gain, p
-
-
-def _positive(name: str, value: float) -> float:
-    if not (math.isfinite(value) and value > 0.0):
-        raise ValueError(f'{name} must be a finite number > 0, got {value!r}')
-    return float(value)
-
-
-def _non_negative(name: str, value: float) -> float:
-    if not (math.isfinite(value) and value >= 0.0):
-        raise ValueError(f'{name} must be a finite number >= 0, got {value!r}')
-    return float(value)
-
-
-def _weights(name: str, values: Sequence[float], size: int) -> np.ndarray:
-    weights = np.asarray(values, dtype=np.float64).reshape(-1)
-    if weights.shape != (size,):
-        raise ValueError(f'{name} must have {size} values, got {weights.size}')
-    if not np.all(np.isfinite(weights)) or np.any(weights < 0.0):
-        raise ValueError(f'{name} must be finite and >= 0, got {weights.tolist()}')
-    return weights
 
 
 class _Predictive:
@@ -108,7 +35,7 @@ class _Predictive:
 
     def __init__(self, model: Any, *, time_step: float, action_delay: int, observation: str,
                  substep: float = 0.005) -> None:
-        self.time_step = _positive('time_step', time_step)
+        self.time_step = check_number(time_step, key='time_step', above=0.0)
         if isinstance(action_delay, bool) or not isinstance(action_delay, int) \
                 or action_delay < 0:
             raise ValueError(f'action_delay must be an integer >= 0, got {action_delay!r}')
@@ -214,12 +141,13 @@ class PendulumSwingUp(_Predictive):
         super().__init__(model, time_step=time_step, action_delay=action_delay,
                          observation=observation)
         self.max_effort = model.max_torque
-        self.energy_gain = _positive('energy_gain', energy_gain)
-        self.energy_margin = _non_negative('energy_margin', energy_margin)
-        self.direction_deadband = _non_negative('direction_deadband', direction_deadband)
-        self.catch_angle = _positive('catch_angle', catch_angle)
-        self.catch_energy = _positive('catch_energy', catch_energy)
-        self.release_angle = _positive('release_angle', release_angle)
+        self.energy_gain = check_number(energy_gain, key='energy_gain', above=0.0)
+        self.energy_margin = check_number(energy_margin, key='energy_margin', minimum=0.0)
+        self.direction_deadband = check_number(direction_deadband, key='direction_deadband',
+                                               minimum=0.0)
+        self.catch_angle = check_number(catch_angle, key='catch_angle', above=0.0)
+        self.catch_energy = check_number(catch_energy, key='catch_energy', above=0.0)
+        self.release_angle = check_number(release_angle, key='release_angle', above=0.0)
         if self.release_angle <= self.catch_angle:
             raise ValueError(f'release_angle must be > catch_angle ({self.catch_angle}) for '
                              f'hysteresis, got {self.release_angle}')
@@ -228,9 +156,9 @@ class PendulumSwingUp(_Predictive):
         a = np.array([[0.0, 1.0], [model.gravity / model.length, -model.damping / self._inertia]])
         b = np.array([[0.0], [1.0 / self._inertia]])
         ad, bd = discretize(a, b, self.time_step)
-        weights = _weights('q', q, 2)
+        weights = check_vector(q, key='q', size=2, finite=True, minimum=0.0)
         self.gain, _ = discrete_lqr(ad, bd, np.diag(weights),
-                                    np.array([[_positive('r', r)]]))
+                                    np.array([[check_number(r, key='r', above=0.0)]]))
         self.balancing = False
         self._direction = 1.0
 
@@ -321,9 +249,9 @@ class CartPoleLQR(_Predictive):
                       [0.0, 0.0, 0.0, 1.0], accelerations[1]])
         b = np.array([[0.0], [inverse[0, 0]], [0.0], [inverse[1, 0]]])
         ad, bd = discretize(a, b, self.time_step)
-        weights = _weights('q', q, 4)
+        weights = check_vector(q, key='q', size=4, finite=True, minimum=0.0)
         self.gain, _ = discrete_lqr(ad, bd, np.diag(weights),
-                                    np.array([[_positive('r', r)]]))
+                                    np.array([[check_number(r, key='r', above=0.0)]]))
 
     def __call__(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         """Return the force for the next time-step, float32 of shape (1,)."""

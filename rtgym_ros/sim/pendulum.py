@@ -4,6 +4,7 @@ import math
 from typing import Optional, Sequence
 
 import numpy as np
+from rtgym_ros.core.validate import check_number, check_vector
 
 
 def wrap_angle(angle: float) -> float:
@@ -36,11 +37,9 @@ class Pendulum:
         :param max_torque: Torque limit, N m; commands are clipped to +-max_torque.
         """
         for name, value in (('mass', mass), ('length', length), ('max_torque', max_torque)):
-            if not (math.isfinite(value) and value > 0.0):
-                raise ValueError(f'Pendulum {name} must be a finite number > 0, got {value!r}')
+            check_number(value, key=f'Pendulum {name}', above=0.0)
         for name, value in (('gravity', gravity), ('damping', damping)):
-            if not (math.isfinite(value) and value >= 0.0):
-                raise ValueError(f'Pendulum {name} must be a finite number >= 0, got {value!r}')
+            check_number(value, key=f'Pendulum {name}', minimum=0.0)
         self.mass = float(mass)
         self.length = float(length)
         self.gravity = float(gravity)
@@ -129,22 +128,12 @@ class Pendulum:
 
 def check_state(state: Sequence[float], names: Sequence[str], model: str) -> list:
     """Return ``state`` as floats, or say which size was expected and what was found."""
-    values = np.asarray(state, dtype=np.float64).reshape(-1)
-    if values.shape != (len(names),):
-        raise ValueError(
-            f'{model} state must have {len(names)} values {list(names)}, got {len(values)}')
-    if not np.all(np.isfinite(values)):
-        raise ValueError(f'{model} state must be finite, got {values.tolist()}')
-    return values.tolist()
+    return check_vector(state, key=f'{model} state {list(names)}', size=len(names),
+                        finite=True).tolist()
 
 
 def check_command(command: np.ndarray, low: np.ndarray, high: np.ndarray,
                   model: str) -> list:
     """Return ``command`` clipped to ``[low, high]`` as floats; reject wrong sizes and NaN."""
-    values = np.asarray(command, dtype=np.float64).reshape(-1)
-    if values.shape != low.shape:
-        raise ValueError(
-            f'{model} command must have {low.size} value(s), got {values.size}')
-    if not np.all(np.isfinite(values)):
-        raise ValueError(f'{model} command must be finite, got {values.tolist()}')
+    values = check_vector(command, key=f'{model} command', size=low.size, finite=True)
     return np.clip(values, low, high).tolist()

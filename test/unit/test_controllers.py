@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from rtgym_ros.sim import CartPole, Pendulum
-from rtgym_ros.sim.controllers import (CartPoleLQR, CONTROLLERS, discrete_lqr, discretize,
-                                       expm, make_controller, PendulumSwingUp)
+from rtgym_ros.sim.controllers import CartPoleLQR, CONTROLLERS, make_controller, PendulumSwingUp
+from rtgym_ros.sim.lqr import discrete_lqr, discretize, expm
 from rtgym_ros.sim.tasks import cartpole_terminated, pendulum_reward
 
 PHYSICS_DT = 1e-3  # the sim_robot's physics_rate, 1 kHz
