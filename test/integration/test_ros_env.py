@@ -637,13 +637,17 @@ def test_diagnostics_are_published(probe, spawn, make_env):
         env = make_env(robot, node_name=node_name, diagnostics_period=0.2,
                        joints={'max_age': 0.1, 'on_stale': 'flag'})
         env.reset()
-        for _ in range(10):
+        for _ in range(9):
             env.step(act(0.5))
+        with pytest.warns(UserWarning, match='non-finite action'):
+            env.step(act(np.nan))
         status = wait_until(lambda: latest(lambda s: {
             v.key: v.value for v in s.values}.get('steps') == '10'), 5.0,
             'a DiagnosticStatus with 10 steps')
         assert status.hardware_id == f'{robot.ns}/{node_name}'
         values = {v.key: v.value for v in status.values}
+        assert values['replaced actions (non-finite)'] == '1', values
+        assert values['rejected actions'] == values['rate-limited actions'] == '0', values
         assert status.level == DiagnosticStatus.OK, (status.message, values)
         assert 'age joints (s)' in values and float(values['age joints (s)']) < 0.1
         robot.control('silent')
@@ -727,3 +731,14 @@ def test_emulator_command_line_robot_and_sigint(probe, tmp_path):
         probe.node.destroy_subscription(subscription)
         probe.node.destroy_publisher(publisher)
     assert code == 0, f'exit {code} on SIGINT:\n{output.read_text()}'
+
+
+def test_newer_than_action_waits_up_to_one_time_step_by_default(spawn, make_env):
+    # A 10 Hz sensor and a capture right after the action: the next message comes within
+    # 0.1 s, inside the default bound of one time-step (0.2 s), so every capture has one.
+    robot = spawn(rate=10.0)
+    env = make_env(robot, time_step_duration=0.2, start_obs_capture=0.0,
+                   newer_than_action=True)
+    env.reset()
+    fresh = [env.step(act(0.5))[4]['newer_than_action']['joints'] for _ in range(8)]
+    assert all(fresh), fresh
