@@ -9,7 +9,7 @@ to the letter (docs/design.md).
 
 from collections import deque
 import sys
-from typing import Any
+from typing import Any, Callable
 import warnings
 import weakref
 
@@ -24,11 +24,14 @@ from rtgym_ros.core.interface import RealTimeGymInterface
 from rtgym_ros.core.schedule import ElasticSchedule, StepOutcome, StepStart
 from rtgym_ros.core.time_step import TimeStepRunner
 from rtgym_ros.core.timing import make_benchmark
+from rtgym_ros.core.watchdog import Watchdog
 from rtgym_ros.ros.deadline import DeadlineTimer
 from rtgym_ros.ros.deferred_log import DeferredLog
 from rtgym_ros.ros.runtime import RosRuntime
+from rtgym_ros.ros.stall_monitor import StallMonitor
 
-_CLOSE_TIMEOUT = 5.0  # seconds: bound on each teardown wait, so close() never hangs
+_CLOSE_TIMEOUT = 1.0  # seconds: bound on each teardown wait, so close() never hangs
+_SAFE_ACTION_BOUND = 0.25  # s close() gives a busy executor thread before stopping the robot
 
 
 class BenchmarkDisabledError(RuntimeError, AssertionError):
@@ -42,6 +45,7 @@ class RealTimeEnv(gymnasium.Env):
 
     def __init__(self, config: dict = DEFAULT_CONFIG_DICT) -> None:
         self._closed = True  # until the runtime exists, close() has nothing to do
+        self._final_stop = False
         cfg: EnvConfig = resolve_config(config)
         self.config = cfg
         self.wait_on_done = cfg.wait_on_done
@@ -71,8 +75,11 @@ class RealTimeEnv(gymnasium.Env):
 
         self._runtime = RosRuntime(node_name=cfg.node_name, namespace=cfg.namespace,
                                    use_sim_time=cfg.use_sim_time, domain_id=cfg.domain_id)
+        self._stall_monitor = StallMonitor(
+            self._runtime, use_sim_time=cfg.use_sim_time, stall_timeout=cfg.clock_stall_timeout,
+            on_stall=cfg.on_clock_stall)
         self._closed = False
-        self._runtime.on_failure = self._send_safe_action
+        self._runtime.on_failure = self._stop_robot
         _live_envs.add(self)
         gil.acquire(self, cfg.gil_switch_interval)
         try:
@@ -100,11 +107,11 @@ class RealTimeEnv(gymnasium.Env):
         self.interface_observation_space = interface.get_observation_space()
         self._log = DeferredLog(node)
         self._timer = DeadlineTimer(node, lead=cfg.timer_lead)
-        self._watchdog = DeadlineTimer(node, lead=0.0)
+        self._watchdog = Watchdog(self._on_stall, name=f'rtgym_ros:{cfg.node_name}_watchdog')
         self._runner = TimeStepRunner(
             schedule=self._schedule, timer=self._timer,
             send_control=self._send_control, capture=self._capture,
-            on_start=self._on_step_start, on_error=self._send_safe_action,
+            on_start=self._on_step_start, on_error=self._stop_robot,
             on_complete=self._arm_watchdog, bench=self.bench if self.benchmark else None,
             handover_wait=self._handover_wait())
         self._jump_handle = node.get_clock().create_jump_callback(
@@ -126,9 +133,13 @@ class RealTimeEnv(gymnasium.Env):
         return min(cfg.time_step_duration * (1.0 + cfg.time_step_timeout_factor), 0.1)
 
     def _send_control(self, action: Any) -> None:
-        self._watchdog.cancel()
+        if self._final_stop:  # close() has sent the safe action: nothing may follow it
+            return
         act = self.act_prepro_func(action) if self.act_prepro_func else action
         self.interface.send_control(act)
+        watchdog = self.config.watchdog_timeout
+        if watchdog:  # this time-step must end, and the next action come, in time
+            self._watchdog.arm(self._schedule.time_step_duration + watchdog)
 
     def _capture(self) -> None:
         obs, rew, terminated, info = self.interface.get_obs_rew_terminated_info()
@@ -152,31 +163,47 @@ class RealTimeEnv(gymnasium.Env):
     def _arm_watchdog(self) -> None:
         """Executor thread, at t_end: the agent must call step() within watchdog_timeout."""
         if self.config.watchdog_timeout:
-            self._watchdog.arm(self._watchdog.now() + self.config.watchdog_timeout,
-                               self._on_stall)
+            self._watchdog.arm(self.config.watchdog_timeout)
 
     def _on_stall(self) -> None:
+        """Watchdog thread: no new command in time (stalled agent, busy executor, no /clock)."""
         self.stalls += 1
         self._runtime.logger.warning(
-            f'no step() or reset() for {self.config.watchdog_timeout} s after the last '
-            'time-step: sending the safe action')
-        self._send_safe_action()
+            f'no new action for {self.config.watchdog_timeout} s (wall) after the last '
+            'time-step should have ended: sending the safe action')
+        self._stop_robot()
 
     def _pause_interface(self) -> None:
         """Executor thread: a paused env is not a stalled agent; the interface stops the robot."""
-        self._watchdog.cancel()
+        self._watchdog.disarm()
         self.interface.wait()
 
     def _reset_interface(self, seed: int | None, options: dict | None) -> tuple:
-        self._watchdog.cancel()
+        self._watchdog.disarm()
         return self.interface.reset(seed=seed, options=options)
 
-    def _send_safe_action(self) -> None:
-        """Executor thread: put the robot in its safe state, whatever failed before."""
+    def _stop_robot(self) -> None:
+        """
+        Any thread: send the safe action now, whatever the executor thread is doing.
+
+        An interface that can publish from any thread (``send_safe_action_now``, as
+        ``RosInterface`` does) does it here and now; another is sent the safe action through
+        ``send_control`` on the executor thread, as soon as that thread is free.
+        """
         try:
-            self.interface.send_control(self.safe_action())
+            if self._send_safe_action_now():
+                return
+            if self._runtime.on_executor_thread():
+                self.interface.send_control(self.safe_action())
+            elif self._runtime.alive():
+                self._runtime.post(self.interface.send_control, self.safe_action())
         except Exception as error:
             self._runtime.logger.error(f'could not send the safe action: {error!r}')
+
+    def _send_safe_action_now(self) -> bool:
+        """Any thread: send the safe action if the interface can from here; say if it did."""
+        send_now = getattr(self.interface, 'send_safe_action_now', None)
+        return send_now is not None and send_now(self.safe_action())
 
     # -- user-thread side ---------------------------------------------------------------------
 
@@ -191,13 +218,27 @@ class RealTimeEnv(gymnasium.Env):
         """Wait until the running time-step completes; re-raise what failed in it."""
         if not self._ts_running:
             return
-        self._runtime.wait_for(self._runner.done, what='the time-step')
+        try:
+            self._stall_monitor.wait(self._runner.done)
+        except BaseException:  # Ctrl-C, a stalled clock, a closed env: stop the robot first
+            self._stop_robot()
+            raise
+        if self._closed:
+            raise RuntimeError('the env was closed while step() or reset() waited')
         self._ts_running = False
         error, self._runner.error = self._runner.error, None
         if error is not None:
             self.running = False
             raise RuntimeError(f'the time-step failed on the executor thread: {error!r}; '
                                'the default action was sent') from error
+
+    def _on_executor(self, function: Callable[..., Any], *args: Any) -> Any:
+        """Run an interface call on the executor thread; if it fails, stop the robot first."""
+        try:
+            return self._runtime.call(function, *args)
+        except BaseException:  # Ctrl-C included: the robot must not keep its last command
+            self._stop_robot()
+            raise
 
     def _run_time_step(self, action: Any) -> None:
         self._ts_running = True
@@ -267,7 +308,7 @@ class RealTimeEnv(gymnasium.Env):
         elif not self.last_act_on_reset:
             self.act_buf[-1] = self.default_action
         self._runner.release()
-        obs, info = self._runtime.call(self._reset_interface, seed, options)
+        obs, info = self._on_executor(self._reset_interface, seed, options)
         obs = self._first_observation(obs)
         if not self._schedule.initialized:
             if self.config.use_sim_time:
@@ -320,7 +361,7 @@ class RealTimeEnv(gymnasium.Env):
         self._wait_time_step()
         self._schedule.expect_restart()
         self._runner.release()
-        self._runtime.call(self._pause_interface)
+        self._on_executor(self._pause_interface)
 
     def benchmarks(self) -> dict:
         """Return timing statistics (:mod:`rtgym_ros.core.timing`); needs ``benchmark=True``."""
@@ -336,7 +377,7 @@ class RealTimeEnv(gymnasium.Env):
         if join_thread:
             self._wait_time_step()
         self._runner.release()
-        return self._runtime.call(self.interface.render)
+        return self._on_executor(self.interface.render)
 
     def safe_action(self) -> Any:
         """Return what stops the robot now: the interface's safe action, else the default."""
@@ -370,16 +411,39 @@ class RealTimeEnv(gymnasium.Env):
             raise RuntimeError('the env is closed')
 
     def close(self) -> None:
-        """Stop the time-step, send the safe action, tear the node down. Idempotent."""
+        """
+        Send the safe action at once, then stop the time-step and tear the node down.
+
+        The safe action goes out from this thread before anything waits on the executor
+        thread, which may be busy in an interface call; each teardown wait is bounded.
+        Idempotent.
+        """
         if self._closed:
             return
         self._closed = True
         _live_envs.discard(self)
         runtime = self._runtime
         try:
-            if runtime.alive() and hasattr(self, '_runner'):
+            if hasattr(self, '_runner'):
+                self._watchdog.close()
+                getattr(self.interface, 'abort_waits', lambda: None)()
+                if not runtime.alive():
+                    raise TimeoutError('the executor thread is gone')
                 self._runner.release()
-                runtime.call(self._shutdown_interface, timeout=_CLOSE_TIMEOUT)
+                runtime.call(self._shutdown_interface, timeout=_SAFE_ACTION_BOUND)
+        except TimeoutError:
+            # The executor thread is busy (an interface call that blocks): stop the robot from
+            # here, and let no action the executor thread still holds follow the safe one.
+            self._final_stop = True
+            sent = False
+            try:
+                sent = self._send_safe_action_now()
+            except Exception as error:
+                runtime.logger.error(f'could not send the safe action: {error!r}')
+            runtime.logger.error(
+                f'the executor thread stayed busy for {_SAFE_ACTION_BOUND} s while closing; '
+                + ('the safe action was sent from the closing thread' if sent else
+                   'this interface cannot send the safe action from another thread'))
         except Exception as error:
             runtime.logger.error(f'error while closing the interface: {error!r}')
         finally:
@@ -389,14 +453,12 @@ class RealTimeEnv(gymnasium.Env):
     def _shutdown_interface(self) -> None:
         """Executor thread: no more time-steps, robot in its safe state, interface closed."""
         self._runner.abort()
-        self._watchdog.cancel()
         self._jump_handle.unregister()
-        self._send_safe_action()
+        self._stop_robot()
         try:
             self.interface.close()
         finally:
             self._timer.destroy()
-            self._watchdog.destroy()
             self._log.destroy()
 
     def __del__(self) -> None:

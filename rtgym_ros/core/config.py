@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 
 from rtgym_ros.core.interface import RealTimeGymInterface
-from rtgym_ros.core.validate import check_int, check_number
+from rtgym_ros.core.validate import check_choice, check_int, check_number
 
 RTGYM_DEFAULTS: dict[str, Any] = {
     'interface': RealTimeGymInterface,  # replace by your own RealTimeGymInterface subclass
@@ -37,7 +37,9 @@ ROS_DEFAULTS: dict[str, Any] = {
     'domain_id': None,  # ROS domain; None takes ROS_DOMAIN_ID from the environment
     'timer_lead': 0.004,  # wall clock only: timers wake this early, then sleep to the instant
     'gil_switch_interval': 0.0002,  # sys.setswitchinterval while an env lives; None: leave it
-    'watchdog_timeout': None,  # s without step() after a time-step ends -> default action sent
+    'watchdog_timeout': None,  # wall s without a new action after a time-step end -> safe action
+    'clock_stall_timeout': 5.0,  # wall s a step() waits on a stopped /clock or busy executor
+    'on_clock_stall': 'warn',  # then: 'warn' (log once per stall) or 'error' (TimeoutError)
 }
 
 ACTION_BUFFER_KEY = 'action_buffer'
@@ -76,6 +78,8 @@ class EnvConfig:
     timer_lead: float
     gil_switch_interval: float | None
     watchdog_timeout: float | None
+    clock_stall_timeout: float
+    on_clock_stall: str
 
 
 def resolve_config(config: dict | None) -> EnvConfig:
@@ -146,4 +150,8 @@ def resolve_config(config: dict | None) -> EnvConfig:
         timer_lead=float(values['timer_lead']),
         gil_switch_interval=None if switch is None else float(switch),
         watchdog_timeout=float(watchdog) if watchdog else None,
+        clock_stall_timeout=check_number(values['clock_stall_timeout'],
+                                         key="config['clock_stall_timeout']", minimum=0.0),
+        on_clock_stall=check_choice(values['on_clock_stall'], ('warn', 'error'),
+                                    key="config['on_clock_stall']"),
     )

@@ -9,7 +9,7 @@ config's; the env turns it into a Dict (or keeps rtgym's Tuple).
 
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import gymnasium.spaces as spaces
 import numpy as np
@@ -22,6 +22,7 @@ from rtgym_ros.ros.deferred_log import DeferredLog
 
 
 _SERVICE_RETRY = 1.0  # seconds before a service request is sent again
+_POLL = 0.01  # s between checks of a service's readiness or answer
 
 
 class RosInterface(RealTimeGymInterface):
@@ -41,6 +42,7 @@ class RosInterface(RealTimeGymInterface):
         self._signals: dict[str, LatestValue] = {}
         self._clients: dict[int, Any] = {}
         self.paused = False
+        self._aborted = threading.Event()
         self.stale_counts = {slot.name: 0 for slot in spec.observations}
 
     # -- wiring -------------------------------------------------------------------------------
@@ -103,6 +105,18 @@ class RosInterface(RealTimeGymInterface):
         return values
 
     # -- actions ------------------------------------------------------------------------------
+
+    def send_safe_action_now(self, safe_action: np.ndarray) -> bool:
+        """
+        Any thread: publish ``safe_action`` at once, without the executor thread.
+
+        rclpy publishers may publish from any thread; nothing here takes a lock that an
+        interface call on the executor thread could hold.
+        """
+        if not self._publishers:
+            return False
+        self.send_control(np.asarray(safe_action, dtype=np.float32).reshape(-1))
+        return True
 
     def send_control(self, control: np.ndarray | None) -> None:
         """
@@ -225,7 +239,7 @@ class RosInterface(RealTimeGymInterface):
             return
         client = self._clients[id(service)]
         deadline = time.monotonic() + service.timeout
-        if not client.wait_for_service(timeout_sec=service.timeout):
+        if not self._wait_until(client.service_is_ready, service.timeout):
             raise TimeoutError(f'{key}: service {service.service} is not available '
                                f'(waited {service.timeout} s)')
         request = service.service_type.Request()
@@ -238,7 +252,7 @@ class RosInterface(RealTimeGymInterface):
             future = client.call_async(request)
             future.add_done_callback(lambda _: done.set())
             remaining = deadline - time.monotonic()
-            if done.wait(max(0.0, min(_SERVICE_RETRY, remaining))):
+            if self._wait_until(done.is_set, max(0.0, min(_SERVICE_RETRY, remaining))):
                 break
             client.remove_pending_request(future)
             if remaining <= _SERVICE_RETRY:
@@ -248,3 +262,21 @@ class RosInterface(RealTimeGymInterface):
         if hasattr(response, 'success') and not response.success:
             raise RuntimeError(f'{key}: service {service.service} failed: '
                                f'{getattr(response, "message", "")!r}')
+
+    def _wait_until(self, ready: Callable[[], bool], timeout: float) -> bool:
+        """Poll ``ready`` for at most ``timeout`` s; give up at once when the env closes."""
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if self._aborted.is_set():
+                raise RuntimeError('the env is closing')
+            remaining = deadline - time.monotonic()
+            if remaining <= 0.0:
+                return False
+            time.sleep(min(_POLL, remaining))
+        return True
+
+    def abort_waits(self) -> None:
+        """Any thread (env close): every wait of this interface returns now."""
+        self._aborted.set()
+        for slot in self.slots:
+            slot.abort()

@@ -27,6 +27,7 @@ class Slot:
         self.message: Any = None
         self.stamp = -np.inf
         self.count = 0
+        self._aborted = False
 
     @property
     def reader(self) -> FieldReader:
@@ -58,7 +59,14 @@ class Slot:
     def wait_newer_than(self, time: float, *, timeout: float) -> bool:
         """Block until a message stamped after ``time`` is here, at most ``timeout`` (wall) s."""
         with self._changed:
-            return self._changed.wait_for(lambda: self.stamp > time, timeout=timeout)
+            return self._changed.wait_for(lambda: self.stamp > time or self._aborted,
+                                          timeout=timeout) and not self._aborted
+
+    def abort(self) -> None:
+        """Any thread: end every wait now (the env is closing), and every later one."""
+        with self._changed:
+            self._aborted = True
+            self._changed.notify_all()
 
     def read(self) -> np.ndarray:
         """Convert the newest message, or zeros of the slot's space before the first one."""

@@ -10,6 +10,7 @@ the count, at most once a period.
 import inspect
 import threading
 
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 
 
@@ -21,7 +22,10 @@ class DeferredLog:
         self._period = period
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[int, str]] = {}
-        self._timer = node.create_timer(period, self.flush)
+        # Wall (steady) time: under use_sim_time a jumping or racing /clock must not turn the
+        # throttle into a flood, nor a stopped one into silence.
+        self._timer = node.create_timer(period, self.flush,
+                                        clock=Clock(clock_type=ClockType.STEADY_TIME))
         # The logger's first call maps every loaded module to its file (inspect.getmodule) and
         # reads this file's source (linecache): ~30 ms. Pay that here, not in a later flush.
         inspect.getframeinfo(inspect.currentframe())

@@ -117,6 +117,14 @@ class RosRuntime:
                     f'(domain {self.context.get_domain_id()}); is the simulator running?')
             time.sleep(0.01)
 
+    @property
+    def domain_id(self) -> int:
+        return self.context.get_domain_id()
+
+    def count_publishers(self, topic: str) -> int:
+        """Return how many publishers the ROS graph knows on ``topic`` (any thread)."""
+        return self.node.count_publishers(topic)
+
     def on_executor_thread(self) -> bool:
         return self._spinner.is_current()
 
@@ -126,7 +134,7 @@ class RosRuntime:
     def post(self, function: Callable[..., Any], *args: Any) -> None:
         """Run ``function(*args)`` on the executor thread, soon; do not wait for it."""
         if not self.alive():
-            raise RuntimeClosedError(self._dead_reason())
+            raise RuntimeClosedError(self.dead_reason())
         self.executor.create_task(function, *args)
 
     def call(self, function: Callable[..., T], *args: Any, timeout: float | None = None) -> T:
@@ -157,13 +165,13 @@ class RosRuntime:
         remaining = timeout
         while not event.wait(0.1 if remaining is None else min(0.1, max(remaining, 0.0))):
             if not self.alive():
-                raise RuntimeClosedError(self._dead_reason())
+                raise RuntimeClosedError(self.dead_reason())
             if remaining is not None:
                 remaining -= 0.1
                 if remaining <= 0.0:
                     raise TimeoutError(f'{what} did not complete within {timeout} s')
 
-    def _dead_reason(self) -> str:
+    def dead_reason(self) -> str:
         if self.failure is not None:
             return f'the ROS executor thread failed: {self.failure!r}'
         return 'the ROS runtime is closed'

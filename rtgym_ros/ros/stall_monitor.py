@@ -1,0 +1,64 @@
+"""
+Waiting for a time-step without waiting in silence: a stopped ``/clock`` or a busy executor.
+
+``step()`` waits for the running time-step on the user's thread. Under ``use_sim_time`` a
+simulator that stopped publishing ``/clock`` stops the time-step with it; on wall time an
+interface call that blocks holds the executor thread. Either way the wait is checked on wall
+time: past ``stall_timeout`` seconds without progress it is logged (once per stall), with the
+``/clock`` publishers found, or raised as ``TimeoutError`` under ``on_stall: error``.
+"""
+
+import threading
+import time
+
+from rtgym_ros.ros.runtime import RosRuntime, RuntimeClosedError
+
+_POLL = 0.1  # s between checks while waiting
+
+
+class StallMonitor:
+    """Wait for a time-step's event; say so when neither the clock nor the step moves."""
+
+    def __init__(self, runtime: RosRuntime, *, use_sim_time: bool, stall_timeout: float,
+                 on_stall: str) -> None:
+        self._runtime = runtime
+        self._use_sim_time = use_sim_time
+        self._stall_timeout = stall_timeout
+        self._on_stall = on_stall
+        self.stalled_waits = 0
+        """How many waits went past ``stall_timeout`` without progress."""
+
+    def wait(self, done: threading.Event) -> None:
+        """Block until ``done``; raise RuntimeClosedError if the runtime closes or dies."""
+        runtime = self._runtime
+        last_clock = runtime.now()
+        progress = time.monotonic()
+        reported = False
+        while not done.wait(_POLL):
+            if not runtime.alive():
+                raise RuntimeClosedError(runtime.dead_reason())
+            if self._stall_timeout <= 0.0:
+                continue
+            clock = runtime.now()
+            if clock != last_clock and self._use_sim_time:
+                last_clock, progress, reported = clock, time.monotonic(), False
+                continue
+            waited = time.monotonic() - progress
+            if waited > self._stall_timeout and not reported:
+                reported = True
+                self.stalled_waits += 1
+                message = self._describe(waited)
+                if self._on_stall == 'error':
+                    raise TimeoutError(message)
+                runtime.logger.warning(message)
+
+    def _describe(self, waited: float) -> str:
+        if not self._use_sim_time:
+            return (f'the time-step has not completed for {waited:.1f} s (wall): the executor '
+                    'thread is busy, e.g. an interface call or a reward function that blocks')
+        publishers = self._runtime.count_publishers('/clock')
+        found = ('no node publishes /clock' if publishers == 0
+                 else f'{publishers} publisher(s) on /clock')
+        return (f'/clock has not moved for {waited:.1f} s (wall) while a time-step waits for '
+                f'it: {found} (domain {self._runtime.domain_id}); is the simulator paused '
+                'or gone?')
