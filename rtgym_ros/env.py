@@ -232,6 +232,15 @@ class RealTimeEnv(gymnasium.Env):
             raise RuntimeError(f'the time-step failed on the executor thread: {error!r}; '
                                'the default action was sent') from error
 
+    def _warn_about_clock_publishers(self) -> None:
+        """Several /clock publishers make sim time jump back and forth: say so."""
+        publishers = self._runtime.count_publishers('/clock')
+        if publishers > 1:
+            message = (f'{publishers} nodes publish /clock: sim time will jump between them '
+                       '(time-outs, clock jumps); run one simulator per ROS domain')
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+            self._runtime.logger.warning(message)
+
     def _on_executor(self, function: Callable[..., Any], *args: Any) -> Any:
         """Run an interface call on the executor thread; if it fails, stop the robot first."""
         try:
@@ -313,6 +322,7 @@ class RealTimeEnv(gymnasium.Env):
         if not self._schedule.initialized:
             if self.config.use_sim_time:
                 self._runtime.wait_for_clock(timeout=self.config.clock_wait_timeout)
+                self._warn_about_clock_publishers()
             self._schedule.initialize(self._runtime.now())
         self._run_time_step(self.act_buf[-1])
         if self.benchmark:

@@ -17,6 +17,8 @@ class SimClock:
         self.rate = rate
         self.sim_time = start
         self.paused = False
+        self.silent = False
+        """True: /clock stops (a simulator that hangs or died), not just time."""
         self._hz = hz
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -42,6 +44,8 @@ class SimClock:
                     self.sim_time += (now - last) * self.rate
                 seconds = self.sim_time
             last = now
+            if self.silent:
+                continue
             message = Clock()
             message.clock.sec = int(seconds)
             message.clock.nanosec = int((seconds - int(seconds)) * 1e9)

@@ -1,0 +1,182 @@
+"""
+The safe action reaches the robot whatever the executor thread is doing (issue: safety path).
+
+Each test holds the executor thread on purpose — a reward function that sleeps 8 s, a capture
+that waits 12 s for a silent sensor, a /clock that stops — and checks that close(), Ctrl-C and
+the watchdog still put the robot's last command to the safe action long before that ends.
+Bounds are far below the blocking time (8 s, 12 s), so a loaded machine cannot flake them.
+"""
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import blocking_tasks
+from dummy_interfaces import CountingInterface
+from emulated_robots import act, CHILD_ENV, DEFAULT, REPO, robot_params, T, write_config
+import numpy as np
+import pytest
+from ros_probe import die_with_parent, wait_until
+from rtgym_ros import DEFAULT_CONFIG_DICT, RealTimeEnv
+from sim_clock import SimClock
+
+BOUND = 2.0  # s: the safe action must arrive well within this (the blocking lasts 8-12 s)
+AGENT = REPO / 'test' / 'support' / 'interrupted_agent.py'
+
+
+@pytest.fixture
+def blocked_reward():
+    blocking_tasks.BLOCK.clear()
+    blocking_tasks.BLOCKING.clear()
+    yield blocking_tasks
+    blocking_tasks.BLOCK.clear()
+
+
+def _step_in_thread(env, action) -> threading.Thread:
+    def run() -> None:
+        try:
+            env.step(action)
+        except Exception:  # the env is closed under it: a clean RuntimeError is expected
+            pass
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_close_sends_the_safe_action_while_a_reward_function_blocks(spawn, make_env,
+                                                                    blocked_reward):
+    robot = spawn()
+    env = make_env(robot, reward={'function': 'blocking_tasks:sleepy_reward'},
+                   watchdog_timeout=30.0)
+    env.reset()
+    for _ in range(3):
+        env.step(act(0.5))
+    blocked_reward.BLOCK.set()
+    stepping = _step_in_thread(env, act(0.5))
+    assert blocked_reward.BLOCKING.wait(5.0), 'the reward function never blocked'
+    start = time.monotonic()
+    env.close()
+    took = time.monotonic() - start
+    commands = robot.wait_last(DEFAULT, timeout=BOUND)
+    assert commands[-1]['t'] - time.time() < BOUND
+    assert took < 3 * BOUND, f'close() took {took:.2f} s'
+    stepping.join(BOUND)
+    assert not stepping.is_alive(), 'step() stayed blocked after close()'
+
+
+def test_watchdog_acts_while_the_executor_thread_is_blocked(spawn, make_env, blocked_reward):
+    robot = spawn()
+    env = make_env(robot, reward={'function': 'blocking_tasks:sleepy_reward'},
+                   watchdog_timeout=0.3)
+    env.reset()
+    for _ in range(3):
+        env.step(act(0.5))
+    blocked_reward.BLOCK.set()
+    _step_in_thread(env, act(0.5))
+    assert blocked_reward.BLOCKING.wait(5.0), 'the reward function never blocked'
+    robot.wait_last(DEFAULT, timeout=0.3 + T + BOUND)
+    assert env.unwrapped.stalls >= 1
+
+
+def test_ctrl_c_during_a_blocked_capture_stops_the_robot(spawn, tmp_path):
+    # on_stale: wait with a 12 s bound and a sensor gone silent: step() waits on the capture.
+    robot = spawn()
+    config = write_config(tmp_path / 'robot.yaml', robot_params(
+        joints={'max_age': 0.05, 'on_stale': 'wait', 'wait_timeout': 12.0}))
+    output = tmp_path / 'agent.log'
+    with open(output, 'wb') as out:
+        agent = subprocess.Popen([sys.executable, str(AGENT), str(config), robot.ns],
+                                 cwd=REPO, env=CHILD_ENV, stdout=out, stderr=subprocess.STDOUT,
+                                 preexec_fn=die_with_parent)
+    try:
+        wait_until(lambda: 'STEPPING' in output.read_text(), 60.0,
+                   lambda: f'the agent to step:\n{output.read_text()}')
+        robot.wait_last(0.75)
+        robot.control('silent')
+        time.sleep(0.5)  # a capture is now waiting for a fresh message, up to 12 s
+        interrupted = time.time()
+        agent.send_signal(signal.SIGINT)
+        commands = robot.wait_last(DEFAULT, timeout=BOUND)
+        assert commands[-1]['t'] - interrupted < BOUND
+        assert agent.wait(timeout=10.0) == 0, output.read_text()
+        closed = float(output.read_text().split('CLOSED ')[1].split()[0])
+        assert closed - interrupted < 3 * BOUND, output.read_text()
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait(5.0)
+
+
+@pytest.fixture
+def clock():
+    clock = SimClock(rate=1.0, hz=500.0)
+    yield clock
+    clock.close()
+
+
+def _sim_env(**overrides) -> RealTimeEnv:
+    config = dict(DEFAULT_CONFIG_DICT, interface=CountingInterface, use_sim_time=True,
+                  time_step_duration=0.02, start_obs_capture=0.02, ep_max_length=10 ** 6)
+    config.update(overrides)
+    return RealTimeEnv(config)
+
+
+def test_stopped_clock_is_an_error_after_the_stall_bound_and_the_watchdog_acts(clock):
+    env = _sim_env(watchdog_timeout=0.3, clock_stall_timeout=0.5, on_clock_stall='error')
+    try:
+        env.reset()
+        for _ in range(5):
+            env.step(np.full(2, 0.7, np.float32))
+        clock.silent = True
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match='/clock has not moved'):
+            for _ in range(100):
+                env.step(np.full(2, 0.7, np.float32))
+        assert time.monotonic() - start < 0.5 + BOUND
+        assert env.stalls >= 1  # the wall-clock watchdog fired on the stopped clock
+        wait_until(lambda: env.interface.sent[-1].tolist() == [0.0, 0.0], BOUND,
+                   'the safe action after the clock stopped')
+    finally:
+        env.close()
+
+
+def test_close_from_another_thread_releases_a_step_blocked_on_the_clock(clock):
+    env = _sim_env(clock_stall_timeout=0.0)
+    try:
+        env.reset()
+        env.step(np.zeros(2, np.float32))
+        clock.silent = True
+        errors = []
+
+        def run() -> None:
+            try:
+                for _ in range(100):
+                    env.step(np.zeros(2, np.float32))
+            except Exception as error:
+                errors.append(error)
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        time.sleep(0.3)
+    finally:
+        env.close()
+    thread.join(BOUND)
+    assert not thread.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], RuntimeError), errors
+    assert not isinstance(errors[0], (TypeError, AttributeError)), errors
+
+
+def test_two_clock_publishers_are_reported(clock, probe):
+    second = SimClock(rate=2.0, hz=100.0)
+    try:
+        wait_until(lambda: probe.node.count_publishers('/clock') >= 2, 10.0,
+                   'two /clock publishers')
+        env = _sim_env()
+        try:
+            with pytest.warns(RuntimeWarning, match='2 nodes publish /clock'):
+                env.reset()
+        finally:
+            env.close()
+    finally:
+        second.close()
