@@ -156,9 +156,14 @@ class RealTimeEnv(gymnasium.Env):
             self._log.warning('timed out', message)
 
     def _on_clock_jump(self, jump: TimeJump) -> None:
+        """Follow a clock that went back; runs on the thread that sets the clock (io, sim time)."""
         delta = jump.delta.nanoseconds * 1e-9
         self._log.warning('clock jump', f'clock jumped by {delta:.3f} s: schedule moved with it')
-        self._runner.on_clock_jump(delta)
+        getattr(getattr(self, 'interface', None), 'on_clock_jump', lambda _: None)(delta)
+        if self._runtime.on_executor_thread():
+            self._runner.on_clock_jump(delta)
+        elif self._runtime.alive():
+            self._runtime.post(self._runner.on_clock_jump, delta)
 
     def _arm_watchdog(self) -> None:
         """Executor thread, at t_end: the agent must call step() within watchdog_timeout."""

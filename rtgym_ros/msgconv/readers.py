@@ -37,6 +37,9 @@ class FieldReader:
         self.size = size
         self.shape = shape
         self.dtype = np.dtype(dtype)
+        self.joint_names: tuple[str, ...] | None = None
+        """JointState read by name: the configured joints (their values may come from
+        several publishers, see ``rtgym_ros.robot.slots``)."""
 
     def read(self, msg: Any) -> np.ndarray:
         """Return the configured fields of msg as an array of ``shape`` and ``dtype``."""
@@ -195,7 +198,10 @@ def compile_reader(
     dims = dims or (size,)
     if math.prod(dims) != size:
         raise ValueError(f'{key}: expected shape to hold {size} values, got {list(dims)}')
-    return _NumericReader(msg_type, segments, size=size, shape=dims, nonfinite=nonfinite)
+    reader = _NumericReader(msg_type, segments, size=size, shape=dims, nonfinite=nonfinite)
+    if by_name is not None:
+        reader.joint_names = by_name.joint_names
+    return reader
 
 
 def _segments(leaves: list[Leaf], seq_length: int, by_name: JointIndex | None, *,

@@ -16,7 +16,8 @@ import numpy as np
 from rclpy.node import Node
 
 from rtgym_ros.core.interface import RealTimeGymInterface
-from rtgym_ros.robot.slots import LatestValue, Slot, wait_all_newer_than
+from rtgym_ros.core.validate import shown
+from rtgym_ros.robot.slots import SignalSlot, Slot, wait_all
 from rtgym_ros.robot.spec import RobotSpec, ServiceSpec, SignalSpec
 from rtgym_ros.ros.deferred_log import DeferredLog
 
@@ -39,7 +40,8 @@ class RosInterface(RealTimeGymInterface):
         self.last_action_time = -np.inf
         self.slots: list[Slot] = []
         self._publishers: list = []
-        self._signals: dict[str, LatestValue] = {}
+        self._signals: dict[str, SignalSlot] = {}
+        self._last_capture = -np.inf
         self._clients: dict[int, Any] = {}
         self.paused = False
         self._aborted = threading.Event()
@@ -55,14 +57,15 @@ class RosInterface(RealTimeGymInterface):
         self._publishers = [node.create_publisher(group.writer.msg_type, group.topic, group.qos)
                             for group in self.spec.actions]
         for slot_spec in self.spec.observations:
-            slot = Slot(slot_spec, now=self.now)
+            slot = Slot(slot_spec, now=self.now,
+                        stamp_tolerance=self.spec.options.stamp_tolerance)
             self._io_node.create_subscription(slot_spec.reader.msg_type, slot_spec.topic,
                                               slot.store, slot_spec.qos)
             self.slots.append(slot)
         for name in ('reward', 'termination'):
             signal: SignalSpec | None = getattr(self.spec, name)
             if signal is not None and signal.topic is not None:
-                value = LatestValue(signal.reader)
+                value = SignalSlot(signal.reader, now=self.now)
                 self._io_node.create_subscription(signal.reader.msg_type, signal.topic,
                                                   value.store, signal.qos)
                 self._signals[name] = value
@@ -143,8 +146,9 @@ class RosInterface(RealTimeGymInterface):
         self._wait_for_fresh_messages()
         info = self._freshness_info()
         values = self._read_slots(info)
-        reward = self._signal_value('reward', values, info)
-        terminated = bool(self._signal_value('termination', values, info))
+        since, self._last_capture = self._last_capture, info['capture_time']
+        reward = self._signal_value('reward', values, info, since)
+        terminated = bool(self._signal_value('termination', values, info, since))
         return values, float(reward), terminated, info
 
     def _wait_for_fresh_messages(self) -> None:
@@ -152,8 +156,10 @@ class RosInterface(RealTimeGymInterface):
         options = self.spec.options
         if options.newer_than_action:
             bound = options.newer_than_action_timeout
-            wait_all_newer_than(self.slots, self.last_action_time,
-                                timeout=self.time_step_duration if bound is None else bound)
+            action_time = self.last_action_time
+            wait_all(self.slots, lambda slot: lambda: slot.stamp > action_time
+                     and not slot.from_the_future(self.now()),
+                     timeout=self.time_step_duration if bound is None else bound)
         now = self.now()
         for slot in self.slots:
             if slot.spec.on_stale == 'wait' and slot.is_stale(now):
@@ -163,42 +169,78 @@ class RosInterface(RealTimeGymInterface):
         """Ages of every slot and the names of stale ones; apply the warn/error policies."""
         now = self.now()
         ages = {slot.name: slot.age(now) for slot in self.slots}
-        stale = []
+        stale, future = [], []
         for slot in self.slots:
             if not slot.is_stale(now):
                 continue
             stale.append(slot.name)
             self.stale_counts[slot.name] += 1
-            message = (f'observations.{slot.name} ({slot.spec.topic}) is stale: '
-                       f'age {ages[slot.name]:.3f} s > max_age {slot.spec.max_age} s')
+            if slot.from_the_future(now):
+                future.append(slot.name)
+                message = (f'observations.{slot.name} ({slot.spec.topic}) is stamped '
+                           f"{-ages[slot.name]:.3f} s ahead of this node's clock (clock skew "
+                           f'between machines?): not fresh')
+            else:
+                message = (f'observations.{slot.name} ({slot.spec.topic}) is stale: '
+                           f'age {ages[slot.name]:.3f} s > max_age {slot.spec.max_age} s')
             if slot.spec.on_stale == 'error':
                 raise RuntimeError(message)
-            if slot.spec.on_stale in ('warn', 'wait'):
+            if slot.spec.on_stale in ('warn', 'wait') or future:
                 self._log.warning(slot.name, message)
         info = {'obs_ages': ages, 'stale': stale, 'capture_time': now,
                 'action_time': self.last_action_time}
+        if future:
+            info['future_stamps'] = future
         if self.spec.options.newer_than_action:
-            info['newer_than_action'] = {slot.name: slot.stamp > self.last_action_time
-                                         for slot in self.slots}
+            info['newer_than_action'] = {
+                slot.name: slot.stamp > self.last_action_time and slot.name not in future
+                for slot in self.slots}
         return info
 
     def _read_slots(self, info: dict) -> dict[str, np.ndarray]:
-        """Convert each slot; a slot that never received a message reads as zeros."""
-        missing = [slot.name for slot in self.slots if slot.message is None]
+        """Convert each slot (zeros before its first message); apply its bounds policy."""
+        missing = [name for slot in self.slots for name in slot.missing()]
         if missing:
             info['missing'] = missing
-        return {slot.name: slot.read() for slot in self.slots}
+        values, outside = {}, []
+        for slot in self.slots:
+            value = slot.read()
+            if slot.outside(value):
+                value = self._out_of_bounds(slot, value)
+                outside.append(slot.name)
+            values[slot.name] = value
+        if outside:
+            info['out_of_bounds'] = outside
+        return values
 
-    def _signal_value(self, name: str, obs: dict, info: dict) -> Any:
+    def _out_of_bounds(self, slot: Slot, value: np.ndarray) -> np.ndarray:
+        """Apply ``out_of_bounds``: 'flag' (as is), 'clip' (NaN stays, flagged), 'error'."""
+        space = slot.spec.space
+        message = (f'observations.{slot.name} ({slot.spec.topic}) is outside its space '
+                   f'[{shown(space.low.tolist())}, {shown(space.high.tolist())}]: '
+                   f'{shown(value.tolist())}')
+        policy = slot.spec.out_of_bounds
+        if policy == 'error':
+            raise RuntimeError(message)
+        self._log.warning(f'{slot.name} bounds', f'{message} ({policy})')
+        return slot.clip(value) if policy == 'clip' else value
+
+    def _signal_value(self, name: str, obs: dict, info: dict, since: float) -> Any:
+        """Reward or termination of this time-step (a topic's message counts once)."""
         signal: SignalSpec | None = getattr(self.spec, name)
         if signal is None:
             return False
         if signal.function is not None:
             return signal.function(obs, self.last_action, info)
-        if signal.topic is not None:
-            value = self._signals[name].value
-            return signal.constant if value is None else value
-        return signal.constant
+        if signal.topic is None:
+            return signal.constant
+        value, any_true = self._signals[name].take(since)
+        if name == 'termination':
+            return any_true
+        if value is None:
+            info['reward_missing'] = True
+            return signal.constant
+        return value
 
     # -- episodes -----------------------------------------------------------------------------
 
@@ -213,15 +255,20 @@ class RosInterface(RealTimeGymInterface):
             since = self.now()
         else:
             since = -np.inf  # no reset: any message is a valid first observation
+        for signal in self._signals.values():
+            signal.clear()
         self._wait_for_first_messages(since)
         info = self._freshness_info()
+        self._last_capture = info['capture_time']
         return self._read_slots(info), info
 
     def _wait_for_first_messages(self, since: float) -> None:
-        """One reset_timeout for all slots together, not one each."""
+        """One reset_timeout for all slots together; data from before the reset never counts."""
         timeout = self.spec.options.reset_timeout
-        silent = [slot.spec.topic for slot in wait_all_newer_than(self.slots, since,
-                                                                  timeout=timeout)]
+        baselines = {slot.name: slot.stamp for slot in self.slots}
+        silent = [slot.spec.topic for slot in wait_all(
+            self.slots, lambda slot: lambda: slot.message is not None and (
+                slot.stamp > since or slot.stamp < baselines[slot.name]), timeout=timeout)]
         if silent:
             raise TimeoutError(f'reset: no message on {", ".join(silent)} within reset_timeout '
                                f'{timeout} s; is the robot (or simulator) running?')
@@ -274,6 +321,14 @@ class RosInterface(RealTimeGymInterface):
                 return False
             time.sleep(min(_POLL, remaining))
         return True
+
+    def on_clock_jump(self, delta: float) -> None:
+        """Forget data of the old time base when the clock went back (a simulator reset)."""
+        if delta < 0.0:
+            for slot in self.slots:
+                slot.clear()
+            for signal in self._signals.values():
+                signal.clear()
 
     def abort_waits(self) -> None:
         """Any thread (env close): every wait of this interface returns now."""

@@ -21,9 +21,10 @@ from rtgym_ros.msgconv.writers import compile_writer
 from rtgym_ros.robot.callables import load_callable
 from rtgym_ros.robot.params_file import load_params_file
 from rtgym_ros.robot.qos import qos_from_config
-from rtgym_ros.robot.spec import (ACTION_POLICIES, ActionGroup, AGENT_DEFAULTS, LAYOUTS,
-                                  ObservationSlotSpec, ROBOT_DEFAULTS, RobotOptions, RobotSpec,
-                                  ServiceSpec, SignalSpec, STALE_POLICIES)
+from rtgym_ros.robot.spec import (ACTION_POLICIES, ActionGroup, AGENT_DEFAULTS,
+                                  BOUNDS_POLICIES, LAYOUTS, ObservationSlotSpec,
+                                  ROBOT_DEFAULTS, RobotOptions, RobotSpec, ServiceSpec,
+                                  SignalSpec, STALE_POLICIES)
 
 SERVICE_TYPES = ('std_srvs/srv/Empty', 'std_srvs/srv/Trigger', 'std_srvs/srv/SetBool')
 # rtgym keys that name Python objects cannot come from YAML.
@@ -100,7 +101,9 @@ def _options(params: dict[str, Any]) -> RobotOptions:
                                    key='reset_timeout', minimum=0.0),
         diagnostics_period=check_number(
             params.get('diagnostics_period', defaults.diagnostics_period),
-            key='diagnostics_period', minimum=0.0))
+            key='diagnostics_period', minimum=0.0),
+        stamp_tolerance=check_number(params.get('stamp_tolerance', defaults.stamp_tolerance),
+                                     key='stamp_tolerance', minimum=0.0))
 
 
 def _groups(params: dict, key: str, build: Callable) -> list:
@@ -173,7 +176,7 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
 
 _OBSERVATION_KEYS = ('topic', 'type', 'field', 'fields', 'joint_names', 'low', 'high', 'qos',
                      'max_age', 'on_stale', 'wait_timeout', 'nonfinite', 'shape', 'encoding',
-                     'to_rgb', 'stamp', 'length')
+                     'to_rgb', 'stamp', 'length', 'out_of_bounds')
 
 
 def _observation_slot(name: str, entry: dict, *, key: str) -> ObservationSlotSpec:
@@ -205,6 +208,8 @@ def _observation_slot(name: str, entry: dict, *, key: str) -> ObservationSlotSpe
     return ObservationSlotSpec(
         name=name, topic=_topic(entry, key=key), reader=reader, space=space, max_age=max_age,
         on_stale=on_stale, wait_timeout=wait_timeout, use_header_stamp=stamp == 'header',
+        out_of_bounds=check_choice(entry.get('out_of_bounds', 'flag'), BOUNDS_POLICIES,
+                                   key=f'{key}.out_of_bounds'),
         qos=qos_from_config(entry.get('qos'), key=f'{key}.qos', default='sensor_data'))
 
 
@@ -235,8 +240,12 @@ def _signal(value: Any, *, key: str, default_type: str, constant: Any) -> Signal
     if not isinstance(value, dict):
         raise ValueError(f'{key} must be a mapping with topic, function or constant, '
                          f'got {value!r}')
-    _check_keys(value, ('topic', 'type', 'field', 'qos', 'function', 'constant'), key=key)
+    _check_keys(value, ('topic', 'type', 'field', 'qos', 'function', 'constant', 'default'),
+                key=key)
     sources = [s for s in ('topic', 'function', 'constant') if s in value]
+    if 'default' in value and 'topic' not in value:
+        raise ValueError(f'{key}.default applies to a topic (the value of a time-step without '
+                         f'a message), got it with {sources}')
     if len(sources) != 1:
         raise ValueError(f'{key} needs exactly one of topic, function, constant; got {sources}')
     if 'constant' in value:
@@ -247,7 +256,10 @@ def _signal(value: Any, *, key: str, default_type: str, constant: Any) -> Signal
     reader = compile_reader(msg_type, [value.get('field', 'data')], key=key)
     if reader.size != 1:
         raise ValueError(f'{key}.field must hold 1 value, got {reader.size}')
-    return SignalSpec(topic=_topic(value, key=key), reader=reader,
+    default = value.get('default', constant)
+    default = (check_bool(default, key=f'{key}.default') if isinstance(constant, bool)
+               else check_number(default, key=f'{key}.default'))
+    return SignalSpec(topic=_topic(value, key=key), reader=reader, constant=default,
                       qos=qos_from_config(value.get('qos'), key=f'{key}.qos',
                                           default='reliable'))
 

@@ -15,6 +15,7 @@ from rtgym_ros.msgconv.readers import FieldReader
 from rtgym_ros.msgconv.writers import FieldWriter
 
 STALE_POLICIES = ('warn', 'flag', 'wait', 'error')
+BOUNDS_POLICIES = ('flag', 'clip', 'error')
 ACTION_POLICIES = ('clip', 'reject')
 LAYOUTS = ('dict', 'tuple')
 
@@ -41,6 +42,8 @@ class RobotOptions:
     """Bound on reset's service calls and on its wait for first messages."""
     diagnostics_period: float = 1.0
     """/diagnostics publishing period (s); 0 disables."""
+    stamp_tolerance: float = 0.1
+    """Seconds a header stamp may be ahead of the node's clock (skew) and still count."""
 
 
 ROBOT_DEFAULTS: dict[str, Any] = {
@@ -85,11 +88,18 @@ class ObservationSlotSpec:
     wait_timeout: float
     use_header_stamp: bool
     qos: QoSProfile
+    out_of_bounds: str = 'flag'
+    """Values outside ``space`` (NaN included): 'flag' in info, 'clip' into it, 'error'."""
 
 
 @dataclass
 class SignalSpec:
-    """Reward or termination: from a topic's field, a function, or a constant."""
+    """
+    Reward or termination: from a topic's field, a function, or a constant.
+
+    From a topic, a message counts for the time-step it arrives in; ``constant`` is the value
+    of a time-step in which none arrived (flagged in ``info``).
+    """
 
     constant: Any = None
     topic: str | None = None

@@ -22,6 +22,7 @@ from rclpy.executors import Executor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.signals import SignalHandlerOptions
+from rclpy.time_source import TimeSource
 
 from rtgym_ros.ros.spin import SpinThread
 
@@ -42,7 +43,9 @@ class RosRuntime:
         rclpy.init(args=args, context=self.context, domain_id=_domain_id(domain_id),
                    signal_handler_options=SignalHandlerOptions.NO)
         overrides = list(parameter_overrides or [])
-        overrides.append(Parameter('use_sim_time', Parameter.Type.BOOL, use_sim_time))
+        # Under sim time the main node's clock is driven from the io thread (below), not by a
+        # /clock subscription of its own.
+        overrides.append(Parameter('use_sim_time', Parameter.Type.BOOL, False))
         # Every service of the node is polled by the executor on every wake-up; the parameter
         # and type-description services cost the time-step precision and serve no env user.
         overrides.append(Parameter('start_type_description_service', Parameter.Type.BOOL,
@@ -62,17 +65,30 @@ class RosRuntime:
         self._node_args = (node_name, namespace, overrides)
         self._io: tuple[Node, SpinThread] | None = None
         self._spinner = self._start_spinning(self.executor, f'rtgym_ros:{node_name}')
+        self._clock_source: TimeSource | None = None
+        if use_sim_time:
+            self._follow_clock_on_io_thread()
+
+    def _follow_clock_on_io_thread(self) -> None:
+        """
+        Let the io thread take /clock and set the main node's clock (use_sim_time).
+
+        The time then moves while the executor thread is busy (a reset waiting for first
+        messages, a capture waiting for a fresh one), so stamps, ages and stall checks read
+        the simulator's current time; and /clock costs no wake-up of the main executor.
+        Timers of the main node follow it as with its own /clock subscription.
+        """
+        self._clock_source = TimeSource(node=self.io_node)
+        self._clock_source.ros_time_is_active = True
+        self._clock_source.attach_clock(self.node.get_clock())
 
     @property
     def io_node(self) -> Node:
         """Return the node for subscriptions and service clients, spun by its own thread."""
         if self._io is None:
             name, namespace, overrides = self._node_args
-            # Its clock is never read (slots stamp with the main node's): no /clock
-            # subscription, which would cost a Python wake-up per /clock message.
-            io_overrides = [p for p in overrides if p.name != 'use_sim_time']
             node = Node(f'{name}_io', namespace=namespace, context=self.context,
-                        parameter_overrides=io_overrides, start_parameter_services=False)
+                        parameter_overrides=overrides, start_parameter_services=False)
             executor = make_io_executor(self.context)
             executor.add_node(node)
             self._io = (node, self._start_spinning(executor, f'rtgym_ros:{name}_io'))
