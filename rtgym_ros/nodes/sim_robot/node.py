@@ -30,7 +30,6 @@ from collections import deque
 import functools
 import math
 import signal
-import sys
 import threading
 import time
 from typing import Any, Callable, List, Optional, Tuple
@@ -588,6 +587,3 @@ def main(args: Optional[List[str]] = None) -> int:
             node.destroy_node()
         context.try_shutdown()
 
-
-if __name__ == '__main__':
-    sys.exit(main())
