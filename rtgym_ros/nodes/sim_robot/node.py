@@ -28,14 +28,12 @@ Run it as ``sim_robot --ros-args --params-file config/sim_robot/pendulum.yaml`` 
 import array
 from collections import deque
 import functools
-import math
 import signal
 import threading
 import time
 from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
-from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
@@ -47,97 +45,21 @@ from rclpy.signals import SignalHandlerOptions
 from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from rtgym_ros.nodes.signals import ignore_stop_signals, STOP_SIGNALS
+from rtgym_ros.nodes.sim_robot.parameters import (check_rates, declare_parameters,
+                                                  dynamic_changes, refuse_invalid)
 from rtgym_ros.ros.runtime import make_io_executor
 from rtgym_ros.ros.spin import SpinThread
-from rtgym_ros.sim import make_model, MODELS
+from rtgym_ros.sim import make_model
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool, Trigger
 
 NODE_NAME = 'sim_robot'
 
-# Options that may change while the node runs (ros2 param set); the rest are read-only.
-_DYNAMIC = ('command_timeout', 'command_latency', 'command_jitter', 'sensor_latency',
-            'sensor_jitter', 'sensor_noise', 'sensor_dropout', 'real_time_factor')
-
-# name, default (or type when there is no default), description
-_PARAMETERS: Tuple[Tuple[str, Any, str], ...] = (
-    ('model', 'pendulum', f'Simulated robot, one of {sorted(MODELS)}.'),
-    ('physics_rate', 1000.0, 'Physics steps per second of sim time (Hz).'),
-    ('sensor_rate', 100.0, 'JointState messages per second of sim time (Hz), <= physics_rate.'),
-    ('joint_states_topic', 'joint_states', 'sensor_msgs/JointState output topic.'),
-    ('command_topic', 'effort_command',
-     'std_msgs/Float64MultiArray input topic, one effort per actuated joint.'),
-    ('reset_service', 'reset', 'std_srvs/Trigger service: new initial state, zero command.'),
-    ('pause_service', 'pause', 'std_srvs/SetBool service: data=true pauses the physics.'),
-    ('command_timeout', 0.5,
-     'Seconds without a command after which the applied effort is zero; 0 disables.'),
-    ('command_latency', 0.0, 'Seconds between a command arriving and it being applied.'),
-    ('command_jitter', 0.0, 'Extra command delay, uniform in [0, command_jitter] seconds.'),
-    ('sensor_latency', 0.0, 'Seconds between a measurement and its JointState being sent.'),
-    ('sensor_jitter', 0.0, 'Extra sensor delay, uniform in [0, sensor_jitter] seconds.'),
-    ('sensor_noise', 0.0, 'Std of Gaussian noise added to measured positions and velocities.'),
-    ('sensor_dropout', 0.0, 'Probability that a JointState message is dropped.'),
-    ('seed', 0, 'Seed of the initial-state, noise and delay generators; < 0: unseeded.'),
-    ('initial_state', Parameter.Type.DOUBLE_ARRAY,
-     'State after start and reset (pendulum: [theta, theta_dot]; cartpole: '
-     '[x, x_dot, theta, theta_dot]); unset: random from the seeded generator.'),
-    ('max_effort', 0.0,
-     'Actuator limit (N m for the pendulum, N for the cart-pole); 0: the model default.'),
-    ('publish_clock', False, 'Own the clock: run in sim time and publish /clock.'),
-    ('real_time_factor', 1.0,
-     'With publish_clock: sim seconds per wall second; 0 runs as fast as possible.'),
-    ('timer_rate', 0.0,
-     'Without publish_clock: Hz of the physics timer, which integrates the elapsed time in '
-     'physics_rate sub-steps; 0: min(physics_rate, 250).'),
-    ('ros_timer', False,
-     'Without publish_clock: tick the physics on a ROS timer of the node clock instead of a '
-     "thread (about twice the CPU: it needs rclpy's Python executor)."),
-    ('clock_rate', 0.0,
-     'With publish_clock: /clock messages per sim second; 0: min(physics_rate, 1000).'),
-    ('reset_time', False,
-     'With publish_clock: reset also sets sim time back to 0 (like /reset_simulation).'),
-)
-
-_NON_NEGATIVE = ('command_timeout', 'command_latency', 'command_jitter', 'sensor_latency',
-                 'sensor_jitter', 'sensor_noise', 'real_time_factor', 'clock_rate',
-                 'timer_rate', 'max_effort')
-
 # Beyond this backlog (in wall seconds) the sim stops catching up and runs slower instead.
 _MAX_LAG_S = 0.1
 # Physics steps done per lock hold, so callbacks never wait long for the loop.
 _CHUNK = 20
-
-
-# Options that take a double also take an integer ('-p real_time_factor:=5'), as users expect.
-_DOUBLES = frozenset(name for name, default, _ in _PARAMETERS if isinstance(default, float))
-
-
-def _check_option(name: str, value: Any) -> Optional[str]:
-    """Say what is wrong with one option value, or None when it is fine."""
-    if name in _DOUBLES and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        return f'{name} must be a number, got {value!r} ({type(value).__name__})'
-    if name in _NON_NEGATIVE:
-        if not (math.isfinite(value) and value >= 0.0):
-            return f'{name} must be a finite number >= 0, got {value!r}'
-    elif name in ('physics_rate', 'sensor_rate'):
-        if not (math.isfinite(value) and value > 0.0):
-            return f'{name} must be a finite number > 0 (Hz), got {value!r}'
-    elif name == 'sensor_dropout':
-        if not (0.0 <= value <= 1.0):
-            return f'sensor_dropout must be a probability in [0, 1], got {value!r}'
-    elif name == 'model' and value not in MODELS:
-        return f'model must be one of {sorted(MODELS)}, got {value!r}'
-    return None
-
-
-def _descriptor(name: str, description: str) -> ParameterDescriptor:
-    descriptor = ParameterDescriptor(description=description, read_only=name not in _DYNAMIC,
-                                     dynamic_typing=name in _DOUBLES)
-    if name == 'sensor_dropout':
-        descriptor.floating_point_range = [
-            FloatingPointRange(from_value=0.0, to_value=1.0, step=0.0)]
-    return descriptor
 
 
 def _ns(seconds: float) -> int:
@@ -163,14 +85,7 @@ class SimRobot(Node):
         :raises ValueError: When a parameter value is out of range; the message names it.
         """
         super().__init__(node_name, context=context, **node_kwargs)
-        values = {}
-        for name, default, description in _PARAMETERS:
-            parameter = self.declare_parameter(
-                name, default, _descriptor(name, description))
-            error = _check_option(name, parameter.value)
-            if error is not None:
-                raise ValueError(error)
-            values[name] = float(parameter.value) if name in _DOUBLES else parameter.value
+        values = declare_parameters(self)
         self._options = values
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
@@ -188,23 +103,9 @@ class SimRobot(Node):
                 raise ValueError(
                     f'initial_state must have {len(names)} values {names} for model '
                     f"'{values['model']}', got {len(self._initial_state)}")
+        timer_rate, clock_rate = check_rates(values)
         physics_rate = values['physics_rate']
-        if values['sensor_rate'] > physics_rate:
-            raise ValueError(
-                f'sensor_rate must be <= physics_rate ({physics_rate} Hz), '
-                f"got {values['sensor_rate']}")
         self._sim_time = bool(values['publish_clock'])
-        clock_rate = values['clock_rate'] or min(physics_rate, 1000.0)
-        if self._sim_time and clock_rate > physics_rate:
-            raise ValueError(
-                f'clock_rate must be <= physics_rate ({physics_rate} Hz), got {clock_rate}')
-
-        # Ticking costs CPU at any rate, so a 1 kHz tick is not needed for 1 kHz physics: fixed
-        # sub-steps keep the physics at physics_rate whatever timer_rate is.
-        timer_rate = values['timer_rate'] or min(physics_rate, 250.0)
-        if not self._sim_time and timer_rate > physics_rate:
-            raise ValueError(
-                f'timer_rate must be <= physics_rate ({physics_rate} Hz), got {timer_rate}')
         self._timer_period = 1.0 / timer_rate
 
         seed = values['seed']
@@ -245,7 +146,7 @@ class SimRobot(Node):
             Trigger, values['reset_service'], self._guarded(self._on_reset))
         self._pause_srv = self.create_service(
             SetBool, values['pause_service'], self._guarded(self._on_pause))
-        self.add_on_set_parameters_callback(self._validate_parameters)
+        self.add_on_set_parameters_callback(refuse_invalid)
         self.add_post_set_parameters_callback(self._parameters_set)
 
         mode = (f'sim time, /clock at {clock_rate:g} Hz, real_time_factor '
@@ -522,17 +423,8 @@ class SimRobot(Node):
         self._dropout = float(values['sensor_dropout'])
         self._rtf = float(values['real_time_factor'])
 
-    def _validate_parameters(self, parameters: List[Parameter]) -> SetParametersResult:
-        for parameter in parameters:
-            if parameter.name in _DYNAMIC:
-                error = _check_option(parameter.name, parameter.value)
-                if error is not None:
-                    return SetParametersResult(successful=False, reason=error)
-        return SetParametersResult(successful=True)
-
     def _parameters_set(self, parameters: List[Parameter]) -> None:
-        changed = {p.name: float(p.value) if p.name in _DOUBLES else p.value
-                   for p in parameters if p.name in _DYNAMIC}
+        changed = dynamic_changes(parameters)
         if changed:
             with self._lock:
                 self._options.update(changed)
@@ -586,4 +478,3 @@ def main(args: Optional[List[str]] = None) -> int:
         if node is not None:
             node.destroy_node()
         context.try_shutdown()
-
