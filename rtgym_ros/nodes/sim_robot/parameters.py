@@ -5,12 +5,12 @@ A value out of range stops the node at start-up with a message naming the parame
 time (``ros2 param set``) the change is refused with the same message.
 """
 
-import math
 from typing import Any, Dict, List, Optional, Tuple
 
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rtgym_ros.core.validate import check_choice, check_number
 from rtgym_ros.sim import MODELS
 
 # Options that may change while the node runs (ros2 param set); the rest are read-only.
@@ -59,6 +59,12 @@ PARAMETERS: Tuple[Tuple[str, Any, str], ...] = (
 _NON_NEGATIVE = ('command_timeout', 'command_latency', 'command_jitter', 'sensor_latency',
                  'sensor_jitter', 'sensor_noise', 'real_time_factor', 'clock_rate',
                  'timer_rate', 'max_effort')
+# Ranges of the doubles, in check_number's terms; every double must also be finite.
+_BOUNDS: Dict[str, Dict[str, float]] = {
+    **{name: {'minimum': 0.0} for name in _NON_NEGATIVE},
+    'sensor_dropout': {'minimum': 0.0, 'maximum': 1.0},
+}
+_RATES = ('physics_rate', 'sensor_rate')
 
 # Options that take a double also take an integer ('-p real_time_factor:=5'), as users expect.
 DOUBLES = frozenset(name for name, default, _ in PARAMETERS if isinstance(default, float))
@@ -66,19 +72,15 @@ DOUBLES = frozenset(name for name, default, _ in PARAMETERS if isinstance(defaul
 
 def check_option(name: str, value: Any) -> Optional[str]:
     """Say what is wrong with one option value, or None when it is fine."""
-    if name in DOUBLES and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        return f'{name} must be a number, got {value!r} ({type(value).__name__})'
-    if name in _NON_NEGATIVE:
-        if not (math.isfinite(value) and value >= 0.0):
-            return f'{name} must be a finite number >= 0, got {value!r}'
-    elif name in ('physics_rate', 'sensor_rate'):
-        if not (math.isfinite(value) and value > 0.0):
-            return f'{name} must be a finite number > 0 (Hz), got {value!r}'
-    elif name == 'sensor_dropout':
-        if not (0.0 <= value <= 1.0):
-            return f'sensor_dropout must be a probability in [0, 1], got {value!r}'
-    elif name == 'model' and value not in MODELS:
-        return f'model must be one of {sorted(MODELS)}, got {value!r}'
+    try:
+        if name in DOUBLES:
+            check_number(value, key=name, **_BOUNDS.get(name, {}))
+        elif name == 'model':
+            check_choice(value, sorted(MODELS), key=name)
+    except ValueError as error:
+        return str(error)
+    if name in _RATES and value <= 0.0:  # check_number(above=0) would not say the unit
+        return f'{name} must be a finite number > 0 (Hz), got {value!r}'
     return None
 
 
