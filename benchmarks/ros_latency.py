@@ -130,27 +130,20 @@ class _Ros:
         rclpy.init(context=self.context, domain_id=int(os.environ['ROS_DOMAIN_ID']),
                    signal_handler_options=SignalHandlerOptions.NO)
         self.node = Node(name, context=self.context, start_parameter_services=False)
-        self._executor = None
-        self._thread = None
+        self._spinner = None
 
     def spin_in_thread(self) -> None:
-        from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-        self._executor = SingleThreadedExecutor(context=self.context)
-        self._executor.add_node(self.node)
-
-        def spin() -> None:
-            try:
-                self._executor.spin()
-            except ExternalShutdownException:
-                pass
-
-        self._thread = threading.Thread(target=spin, daemon=True)
-        self._thread.start()
+        from rclpy.executors import SingleThreadedExecutor
+        from rtgym_ros.ros.spin import SpinThread
+        executor = SingleThreadedExecutor(context=self.context)
+        executor.add_node(self.node)
+        self._spinner = SpinThread(executor, context=self.context,
+                                   name=f'{self.node.get_name()}_executor')
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(timeout_sec=5.0)
-            self._thread.join(5.0)
+        if self._spinner is not None:
+            self._spinner.stop(timeout=5.0)
+            self._spinner.executor.shutdown(timeout_sec=5.0)
         self.node.destroy_node()
         self.context.try_shutdown()
 

@@ -13,14 +13,16 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from typing import Any, Callable, List
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.signals import SignalHandlerOptions
+from rtgym_ros.ros.spin import SpinThread
 
 REPO = Path(__file__).resolve().parents[2]
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
@@ -52,6 +54,11 @@ def wait_until(predicate: Callable[[], Any], timeout: float,
         time.sleep(0.01)
 
 
+def _report_failure(error: BaseException) -> None:
+    """Print why the probe stopped spinning (a callback raised), before the tests time out."""
+    traceback.print_exception(error)
+
+
 class Probe:
     """The test side: a node in its own context, spun by an executor in a daemon thread."""
 
@@ -62,14 +69,8 @@ class Probe:
         self.node = Node(f'test_probe_{os.getpid()}_{next(_names)}', context=self.context)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-
-    def _spin(self) -> None:
-        try:
-            self.executor.spin()
-        except ExternalShutdownException:
-            pass
+        self.spinner = SpinThread(self.executor, context=self.context, name=self.node.get_name(),
+                                  on_failure=_report_failure)
 
     def call(self, client, request, timeout: float = 5.0):
         future = client.call_async(request)
@@ -77,8 +78,8 @@ class Probe:
         return future.result()
 
     def close(self) -> None:
+        self.spinner.stop(timeout=5.0)
         self.executor.shutdown(timeout_sec=5.0)
-        self.thread.join(timeout=5.0)
         self.node.destroy_node()
         self.context.try_shutdown()
 
