@@ -4,7 +4,6 @@ Test-side ROS helpers: a probe node in its own context, message recorders, a sim
 Shared by the tests that talk to other processes over real DDS.
 """
 
-import ctypes
 import itertools
 import os
 from pathlib import Path
@@ -22,6 +21,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.signals import SignalHandlerOptions
+from rtgym_ros.nodes.signals import die_with_parent
 from rtgym_ros.ros.spin import SpinThread
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,12 +32,6 @@ CHILD_ENV = dict(
     PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get('PYTHONPATH')])),
     PYTHONUNBUFFERED='1', RCUTILS_LOGGING_BUFFERED_STREAM='0')
 _names = itertools.count()
-
-
-def die_with_parent() -> None:
-    """preexec_fn: the child gets SIGTERM when the test process dies (no orphaned sims)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float,
