@@ -34,6 +34,7 @@ import warnings
 
 import numpy as np
 from bench_support import bench_environment, Child, machine_busy  # noqa: I100
+from rtgym_ros.core.timing import capture_spacing_errors
 
 PARTS = ('action', 'image', 'joints')
 WARMUP_STEPS = 20
@@ -106,8 +107,7 @@ def _stats_us(values: Any) -> dict:
 
 
 def _spacing_error(times: Any, time_step: float) -> dict:
-    spacing = np.diff(np.asarray(times, dtype=np.float64)[WARMUP_STEPS:])
-    return _stats_us(np.abs(spacing - time_step))
+    return _stats_us(capture_spacing_errors(times, time_step, warmup=WARMUP_STEPS))
 
 
 def _fmt(stats: dict | None, digits: int = 0) -> str:

@@ -23,6 +23,7 @@ from typing import Any, Callable
 import warnings
 
 import numpy as np
+from rtgym_ros.core.timing import capture_spacing_errors
 
 ENVS = ('rtgym', 'rtgym_ros')
 ENV_IDS = {'rtgym': 'real-time-gym-ts-v1', 'rtgym_ros': 'rtgym_ros/real-time-gym-v1'}
@@ -151,7 +152,7 @@ def _summary(captures: list, time_step: float) -> dict:
     if spacing.size == 0:
         return {'p50_us': math.nan, 'p99_us': math.nan, 'max_us': math.nan,
                 'mean_spacing_us': math.nan, 'samples': 0}
-    error = np.abs(spacing - time_step) * 1e6
+    error = capture_spacing_errors(times, time_step) * 1e6
     return {'p50_us': float(np.percentile(error, 50)), 'p99_us': float(np.percentile(error, 99)),
             'max_us': float(error.max()), 'mean_spacing_us': float(spacing.mean() * 1e6),
             'samples': int(spacing.size)}

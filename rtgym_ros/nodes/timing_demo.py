@@ -17,6 +17,7 @@ from rclpy.utilities import remove_ros_args
 
 import rtgym_ros
 from rtgym_ros import RealTimeGymInterface
+from rtgym_ros.core.timing import capture_spacing_errors
 
 
 class ClockReadingInterface(RealTimeGymInterface):
@@ -55,11 +56,6 @@ def agent_work(load: str, seconds: float) -> None:
             sum(range(100))
 
 
-def spacing_errors_us(capture_times: list[float], period: float, *, warmup: int) -> np.ndarray:
-    """|capture spacing - nominal step| in microseconds, warm-up steps dropped."""
-    return np.abs(np.diff(capture_times[warmup:]) - period) * 1e6
-
-
 def main(args: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--rate', type=float, default=100.0, help='time-steps per second')
@@ -85,8 +81,8 @@ def main(args: list[str] | None = None) -> int:
             *_, truncated, _ = env.step(action)
         wall = time.perf_counter() - started
     timeouts = sum('timed out' in str(w.message) for w in caught)
-    errors = spacing_errors_us(env.unwrapped.interface.capture_times, period,
-                               warmup=min(20, options.steps // 10))
+    errors = capture_spacing_errors(env.unwrapped.interface.capture_times, period,
+                                    warmup=min(20, options.steps // 10)) * 1e6
     stats = env.unwrapped.benchmarks()
     env.close()
 
