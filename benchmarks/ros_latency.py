@@ -34,6 +34,7 @@ import warnings
 
 import numpy as np
 from bench_support import bench_environment, Child, machine_busy  # noqa: I100
+from rtgym_ros.core.timing import capture_spacing_errors
 
 PARTS = ('action', 'image', 'joints')
 WARMUP_STEPS = 20
@@ -106,8 +107,7 @@ def _stats_us(values: Any) -> dict:
 
 
 def _spacing_error(times: Any, time_step: float) -> dict:
-    spacing = np.diff(np.asarray(times, dtype=np.float64)[WARMUP_STEPS:])
-    return _stats_us(np.abs(spacing - time_step))
+    return _stats_us(capture_spacing_errors(times, time_step, warmup=WARMUP_STEPS))
 
 
 def _fmt(stats: dict | None, digits: int = 0) -> str:
@@ -130,27 +130,20 @@ class _Ros:
         rclpy.init(context=self.context, domain_id=int(os.environ['ROS_DOMAIN_ID']),
                    signal_handler_options=SignalHandlerOptions.NO)
         self.node = Node(name, context=self.context, start_parameter_services=False)
-        self._executor = None
-        self._thread = None
+        self._spinner = None
 
     def spin_in_thread(self) -> None:
-        from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-        self._executor = SingleThreadedExecutor(context=self.context)
-        self._executor.add_node(self.node)
-
-        def spin() -> None:
-            try:
-                self._executor.spin()
-            except ExternalShutdownException:
-                pass
-
-        self._thread = threading.Thread(target=spin, daemon=True)
-        self._thread.start()
+        from rclpy.executors import SingleThreadedExecutor
+        from rtgym_ros.ros.spin import SpinThread
+        executor = SingleThreadedExecutor(context=self.context)
+        executor.add_node(self.node)
+        self._spinner = SpinThread(executor, context=self.context,
+                                   name=f'{self.node.get_name()}_executor')
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(timeout_sec=5.0)
-            self._thread.join(5.0)
+        if self._spinner is not None:
+            self._spinner.stop(timeout=5.0)
+            self._spinner.executor.shutdown(timeout_sec=5.0)
         self.node.destroy_node()
         self.context.try_shutdown()
 

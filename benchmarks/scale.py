@@ -27,6 +27,7 @@ import warnings
 
 import numpy as np
 from bench_support import bench_environment, Child, machine_busy  # noqa: I100
+from rtgym_ros.core.timing import capture_spacing_errors
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV_CONFIG = os.path.join(REPO, 'config', 'robots', 'pendulum_sim.yaml')
@@ -149,10 +150,8 @@ def spacing_errors(episodes: list[list[float]], time_step: float) -> np.ndarray:
     errors = []
     skip = WARMUP_STEPS
     for captures in episodes:
-        times = np.asarray(captures[skip:], dtype=np.float64)
+        errors.append(capture_spacing_errors(captures, time_step, warmup=skip))
         skip = max(0, skip - len(captures))
-        if times.size > 1:
-            errors.append(np.abs(np.diff(times) - time_step))
     return np.concatenate(errors) if errors else np.zeros(0)
 
 

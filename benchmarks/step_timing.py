@@ -19,19 +19,18 @@ import resource
 import subprocess
 import sys
 import time
-from typing import Any, Callable
 import warnings
 
 import numpy as np
+from rtgym_ros.core.timing import capture_spacing_errors
+from rtgym_ros.nodes.timing_demo import clock_reading_interface, make_load
 
 ENVS = ('rtgym', 'rtgym_ros')
 ENV_IDS = {'rtgym': 'real-time-gym-ts-v1', 'rtgym_ros': 'rtgym_ros/real-time-gym-v1'}
-LOADS = ('sleep', 'numpy', 'python')
+LOADS = ('sleep', 'numpy', 'python')  # timing_demo's agent loads, less 'idle'
 WORK_UNITS = {'sleep': '', 'numpy': 'matmul', 'python': 'iter'}
 WARMUP_STEPS = 20
 QUICK_DIVISOR = 5
-MATRIX_SIZE = 64
-PYTHON_CHUNK = 100  # loop iterations between two clock reads in the 'python' load
 TERMINATE_MARK = 'terminate called'
 PACKAGE_DEFAULT = 'default'  # an rtgym_ros option left at the package's default
 
@@ -41,83 +40,7 @@ def default_steps(rate: float) -> int:
     return max(1000, int(round(3 * rate)))
 
 
-# -- agent loads ------------------------------------------------------------------------------
-
-def _sleep_load(duration: float) -> int:
-    time.sleep(duration)
-    return 0
-
-
-def _make_numpy_load() -> Callable[[float], int]:
-    rng = np.random.default_rng(0)
-    a = rng.random((MATRIX_SIZE, MATRIX_SIZE))
-    b = rng.random((MATRIX_SIZE, MATRIX_SIZE))
-    out = np.empty_like(a)
-
-    def load(duration: float) -> int:
-        deadline = time.perf_counter() + duration
-        count = 0
-        while time.perf_counter() < deadline:
-            np.matmul(a, b, out=out)
-            count += 1
-        return count
-
-    return load
-
-
-def _python_load(duration: float) -> int:
-    deadline = time.perf_counter() + duration
-    count = 0
-    while time.perf_counter() < deadline:
-        total = 0
-        for i in range(PYTHON_CHUNK):
-            total += i
-        count += PYTHON_CHUNK
-    return count
-
-
-def make_load(name: str) -> Callable[[float], int]:
-    if name == 'sleep':
-        return _sleep_load
-    if name == 'numpy':
-        return _make_numpy_load()
-    if name == 'python':
-        return _python_load
-    raise ValueError(f'load must be one of {LOADS}, got {name!r}')
-
-
 # -- one cell, in its own process ------------------------------------------------------------
-
-def _dummy_interface(base: type) -> type:
-    """Build a do-nothing interface on ``base`` that records when it sends and captures."""
-    import gymnasium.spaces as spaces
-
-    class DummyInterface(base):
-        def __init__(self, captures: list, sends: list) -> None:
-            self._captures = captures
-            self._sends = sends
-
-        def send_control(self, control: Any) -> None:
-            self._sends.append(time.perf_counter())
-
-        def reset(self, seed: int | None = None, options: dict | None = None):
-            return [np.zeros(1, dtype=np.float32)], {}
-
-        def get_obs_rew_terminated_info(self):
-            self._captures.append(time.perf_counter())
-            return [np.zeros(1, dtype=np.float32)], 0.0, False, {}
-
-        def get_observation_space(self):
-            return spaces.Tuple((spaces.Box(-1.0, 1.0, (1,), dtype=np.float32),))
-
-        def get_action_space(self):
-            return spaces.Box(-1.0, 1.0, (1,), dtype=np.float32)
-
-        def get_default_action(self) -> np.ndarray:
-            return np.zeros(1, dtype=np.float32)
-
-    return DummyInterface
-
 
 def _make_env(env_name: str, time_step: float, captures: list, sends: list, *,
               gil_switch_interval: float | None | str, timer_lead: float | str):
@@ -126,11 +49,11 @@ def _make_env(env_name: str, time_step: float, captures: list, sends: list, *,
     if env_name == 'rtgym':
         import rtgym
         config = dict(rtgym.DEFAULT_CONFIG_DICT)
-        config['interface'] = _dummy_interface(rtgym.RealTimeGymInterface)
+        config['interface'] = clock_reading_interface(rtgym.RealTimeGymInterface)
     elif env_name == 'rtgym_ros':
         import rtgym_ros
         config = dict(rtgym_ros.DEFAULT_CONFIG_DICT)
-        config['interface'] = _dummy_interface(rtgym_ros.RealTimeGymInterface)
+        config['interface'] = clock_reading_interface(rtgym_ros.RealTimeGymInterface)
         config['node_name'] = f'step_timing_{os.getpid()}'
         if gil_switch_interval != PACKAGE_DEFAULT:
             config['gil_switch_interval'] = gil_switch_interval
@@ -151,7 +74,7 @@ def _summary(captures: list, time_step: float) -> dict:
     if spacing.size == 0:
         return {'p50_us': math.nan, 'p99_us': math.nan, 'max_us': math.nan,
                 'mean_spacing_us': math.nan, 'samples': 0}
-    error = np.abs(spacing - time_step) * 1e6
+    error = capture_spacing_errors(times, time_step) * 1e6
     return {'p50_us': float(np.percentile(error, 50)), 'p99_us': float(np.percentile(error, 99)),
             'max_us': float(error.max()), 'mean_spacing_us': float(spacing.mean() * 1e6),
             'samples': int(spacing.size)}

@@ -10,7 +10,6 @@ the agent node runs it as is: ``agent --ros-args ... -p policy:=sb3:SAC:pendulum
 """
 
 import argparse
-import ctypes
 import os
 from pathlib import Path
 import signal
@@ -22,6 +21,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from rtgym_ros.nodes.signals import die_with_parent
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = '/train'
@@ -65,11 +65,6 @@ class TrainBetweenEpisodes(gym.Wrapper):
             model.train(gradient_steps=self._episode_steps, batch_size=model.batch_size)
             self.train_time += time.perf_counter() - started
         return result
-
-
-def die_with_parent() -> None:
-    """preexec_fn: the sim gets SIGTERM if this script dies, so no simulator is left behind."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def start_sim(opts: argparse.Namespace, log: Path) -> subprocess.Popen:

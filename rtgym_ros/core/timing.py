@@ -3,8 +3,12 @@ Timing statistics of the env, with the keys and meaning of rtgym 0.16's benchmar
 
 Durations are wall-clock (``time.perf_counter``) even under sim time: they measure the cost of
 the env and of the agent on this machine, not the simulated schedule.
+
+:func:`capture_spacing_errors` is the figure of how well the schedule held, as the timing demo,
+the agent node and the benchmarks report it.
 """
 
+from collections.abc import Sequence
 import threading
 import time
 
@@ -148,3 +152,15 @@ def make_benchmark(benchmark_type: str, *, polyak: float) -> Benchmark:
     if benchmark_type == 'trace':
         return TraceBenchmark()
     return PolyakBenchmark(polyak=polyak)
+
+
+def capture_spacing_errors(capture_times: Sequence[float] | np.ndarray, period: float, *,
+                           warmup: int = 0) -> np.ndarray:
+    """
+    Return how far each gap between two observation captures is from the time-step, in s.
+
+    ``|t[k+1] - t[k] - period|`` for the captures after the first ``warmup``; a missing capture
+    (NaN) gives NaN errors.
+    """
+    times = np.asarray(capture_times, dtype=np.float64)[warmup:]
+    return np.abs(np.diff(times) - period)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from rtgym_ros.core.timing import capture_spacing_errors
 from rtgym_ros.nodes.policies import make_policy
 from rtgym_ros.nodes.signals import ignore_stop_signals
 from rtgym_ros.robot.env import RosEnv
@@ -42,7 +43,7 @@ class EpisodeRecord:
 
     def spacing_errors(self, period: float) -> np.ndarray:
         """|capture spacing - T| in seconds (the first step after reset excluded)."""
-        return np.abs(np.diff(self.capture_times) - period)
+        return capture_spacing_errors(self.capture_times, period)
 
 
 def run_episode(env: Any, policy: Any, index: int, *, seed: int | None) -> EpisodeRecord:

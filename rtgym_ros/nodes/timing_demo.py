@@ -1,70 +1,124 @@
 """
 Run the env on a dummy interface and print how precisely it kept the time-step.
 
-``timing_demo [--rate HZ] [--steps N] [--load sleep|python|idle]`` — a minute-long check that a
-machine (and its DDS setup) can hold the real-time schedule, before a robot is involved.
+``timing_demo [--rate HZ] [--steps N] [--load sleep|numpy|python|idle]`` — a minute-long check
+that a machine (and its DDS setup) can hold the real-time schedule, before a robot is involved.
+``benchmarks/step_timing.py`` measures with the same interface and agent loads, on rtgym too.
 """
 
 import argparse
 import sys
 import time
+from typing import Any, Callable
 import warnings
 
 import gymnasium as gym
 import gymnasium.spaces as spaces
 import numpy as np
-from rclpy.utilities import remove_ros_args
 
 import rtgym_ros
 from rtgym_ros import RealTimeGymInterface
+from rtgym_ros.core.timing import capture_spacing_errors
+
+LOADS = ('sleep', 'numpy', 'python', 'idle')
+MATRIX_SIZE = 64  # the 'numpy' load multiplies two matrices this size
+PYTHON_CHUNK = 100  # loop iterations between two clock reads in the 'python' load
 
 
-class ClockReadingInterface(RealTimeGymInterface):
-    """Observes nothing but the instant of each capture; controls nothing."""
+def clock_reading_interface(base: type = RealTimeGymInterface) -> type:
+    """Build, on ``base`` (ours or rtgym's), an interface that only records when it is called."""
 
-    def __init__(self) -> None:
-        self.capture_times: list[float] = []
+    class ClockReadingInterface(base):
+        """Observes nothing but the instant of each capture; sends nothing but notes when."""
 
-    def send_control(self, control) -> None:
-        pass
+        def __init__(self, captures: list | None = None, sends: list | None = None) -> None:
+            self.capture_times = [] if captures is None else captures
+            self.send_times = [] if sends is None else sends
 
-    def reset(self, seed=None, options=None):
-        return [np.zeros(1, np.float32)], {}
+        def send_control(self, control: Any) -> None:
+            self.send_times.append(time.perf_counter())
 
-    def get_obs_rew_terminated_info(self):
-        self.capture_times.append(time.perf_counter())
-        return [np.zeros(1, np.float32)], 0.0, False, {}
+        def reset(self, seed: int | None = None, options: dict | None = None):
+            return [np.zeros(1, dtype=np.float32)], {}
 
-    def get_observation_space(self):
-        return spaces.Tuple((spaces.Box(-1.0, 1.0, (1,), np.float32),))
+        def get_obs_rew_terminated_info(self):
+            self.capture_times.append(time.perf_counter())
+            return [np.zeros(1, dtype=np.float32)], 0.0, False, {}
 
-    def get_action_space(self):
-        return spaces.Box(-1.0, 1.0, (1,), np.float32)
+        def get_observation_space(self):
+            return spaces.Tuple((spaces.Box(-1.0, 1.0, (1,), dtype=np.float32),))
 
-    def get_default_action(self):
-        return np.zeros(1, np.float32)
+        def get_action_space(self):
+            return spaces.Box(-1.0, 1.0, (1,), dtype=np.float32)
+
+        def get_default_action(self) -> np.ndarray:
+            return np.zeros(1, dtype=np.float32)
+
+    return ClockReadingInterface
 
 
-def agent_work(load: str, seconds: float) -> None:
-    """Stand-in for policy inference between two steps."""
-    if load == 'sleep':
-        time.sleep(seconds)
-    elif load == 'python':
-        deadline = time.perf_counter() + seconds
+ClockReadingInterface = clock_reading_interface()
+
+
+def make_load(name: str) -> Callable[[float], int]:
+    """
+    Return a stand-in for policy inference: ``load(seconds)`` works that long, counts the work.
+
+    ``sleep`` releases the GIL, ``numpy`` mostly does (matmul), ``python`` holds it, ``idle``
+    returns at once.
+    """
+    if name == 'sleep':
+        return _sleep_load
+    if name == 'numpy':
+        return _make_numpy_load()
+    if name == 'python':
+        return _python_load
+    if name == 'idle':
+        return lambda duration: 0
+    raise ValueError(f'load must be one of {LOADS}, got {name!r}')
+
+
+def _sleep_load(duration: float) -> int:
+    time.sleep(duration)
+    return 0
+
+
+def _make_numpy_load() -> Callable[[float], int]:
+    rng = np.random.default_rng(0)
+    a = rng.random((MATRIX_SIZE, MATRIX_SIZE))
+    b = rng.random((MATRIX_SIZE, MATRIX_SIZE))
+    out = np.empty_like(a)
+
+    def load(duration: float) -> int:
+        deadline = time.perf_counter() + duration
+        count = 0
         while time.perf_counter() < deadline:
-            sum(range(100))
+            np.matmul(a, b, out=out)
+            count += 1
+        return count
+
+    return load
 
 
-def spacing_errors_us(capture_times: list[float], period: float, *, warmup: int) -> np.ndarray:
-    """|capture spacing - nominal step| in microseconds, warm-up steps dropped."""
-    return np.abs(np.diff(capture_times[warmup:]) - period) * 1e6
+def _python_load(duration: float) -> int:
+    deadline = time.perf_counter() + duration
+    count = 0
+    while time.perf_counter() < deadline:
+        total = 0
+        for i in range(PYTHON_CHUNK):
+            total += i
+        count += PYTHON_CHUNK
+    return count
 
 
 def main(args: list[str] | None = None) -> int:
+    # Imported here: step_timing imports this module into rtgym's processes, which load no rclpy.
+    from rclpy.utilities import remove_ros_args
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--rate', type=float, default=100.0, help='time-steps per second')
     parser.add_argument('--steps', type=int, default=1000)
-    parser.add_argument('--load', choices=('sleep', 'python', 'idle'), default='sleep',
+    parser.add_argument('--load', choices=LOADS, default='sleep',
                         help='what the agent does for half a step between steps')
     options = parser.parse_args(remove_ros_args(sys.argv if args is None else args)[1:])
 
@@ -74,6 +128,7 @@ def main(args: list[str] | None = None) -> int:
                   ep_max_length=options.steps, benchmark=True)
     env = gym.make('rtgym_ros/real-time-gym-v1', config=config, disable_env_checker=True)
     action = np.zeros(1, np.float32)
+    load = make_load(options.load)
     print(f'running {options.steps} steps at {options.rate:g} Hz, agent load: {options.load}')
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
@@ -81,12 +136,12 @@ def main(args: list[str] | None = None) -> int:
         env.reset()
         truncated = False
         while not truncated:
-            agent_work(options.load, period / 2)
+            load(period / 2)
             *_, truncated, _ = env.step(action)
         wall = time.perf_counter() - started
     timeouts = sum('timed out' in str(w.message) for w in caught)
-    errors = spacing_errors_us(env.unwrapped.interface.capture_times, period,
-                               warmup=min(20, options.steps // 10))
+    errors = capture_spacing_errors(env.unwrapped.interface.capture_times, period,
+                                    warmup=min(20, options.steps // 10)) * 1e6
     stats = env.unwrapped.benchmarks()
     env.close()
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from rtgym_ros.core.config import resolve_config
-from rtgym_ros.nodes import sim_robot
+from rtgym_ros.nodes.sim_robot import parameters as sim_parameters
 from rtgym_ros.robot.interface import RosInterface
 from rtgym_ros.robot.loader import load_robot_config
 from rtgym_ros.robot.params_file import load_params_file
@@ -29,7 +29,7 @@ CONFIG_DIR = REPO / 'config'
 LAUNCH_DIR = REPO / 'launch'
 CONFIGS = sorted(CONFIG_DIR.rglob('*.yaml'))
 LAUNCH_FILES = sorted(LAUNCH_DIR.glob('*.launch.py'))
-SIM_PARAMETERS = {name: default for name, default, _ in sim_robot._PARAMETERS}
+SIM_PARAMETERS = {name: default for name, default, _ in sim_parameters.PARAMETERS}
 # Robot configs of the shipped sims and the sim_robot params file each one talks to.
 SIM_PAIRS = {'robots/pendulum_sim.yaml': 'sim_robot/pendulum.yaml',
              'robots/cartpole_sim.yaml': 'sim_robot/cartpole.yaml'}
@@ -164,7 +164,8 @@ def test_sim_robot_config_matches_declared_parameters(path):
         else:
             assert isinstance(value, list) and all(type(v) is float for v in value), \
                 f'{path.name}: {name} must be a list of doubles, got {value!r}'
-        assert sim_robot._check_option(name, value) is None, sim_robot._check_option(name, value)
+        error = sim_parameters.check_option(name, value)
+        assert error is None, error
 
 
 @pytest.mark.parametrize('robot_file,sim_file', sorted(SIM_PAIRS.items()))

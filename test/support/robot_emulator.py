@@ -35,12 +35,13 @@ from typing import Any, Callable
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import remove_ros_args
+from rtgym_ros.ros.spin import SpinThread
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64, Float64MultiArray, String
 from std_srvs.srv import Empty, Trigger
@@ -183,28 +184,22 @@ class Emulator:
             self._manager.get_logger().error(f'cannot spawn {msg.data!r}: {error!r}')
 
     def spin(self, stop: threading.Event) -> None:
-        thread = threading.Thread(target=self._spin, daemon=True)
-        thread.start()
+        # One robot's failing callback must not silence the others: report it, keep spinning.
+        spinner = SpinThread(self.executor, context=self.context, name='robot_emulator',
+                             on_failure=_report_failure, survive_errors=True)
         while not stop.wait(0.1):
-            if not thread.is_alive():
+            if not spinner.is_alive():
                 break
+        spinner.stop(timeout=5.0)
         self.executor.shutdown(timeout_sec=5.0)
-        thread.join(5.0)
         for robot in self.robots:
             robot.destroy()
         self._manager.destroy_node()
         self.context.try_shutdown()
 
-    def _spin(self) -> None:
-        while True:
-            try:
-                self.executor.spin()
-                return
-            except ExternalShutdownException:
-                return
-            except Exception as error:  # one robot's failure must not silence the others
-                print(f'robot_emulator: a callback failed: {error!r}', file=sys.stderr,
-                      flush=True)
+
+def _report_failure(error: BaseException) -> None:
+    print(f'robot_emulator: a callback failed: {error!r}', file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,6 @@ Test-side ROS helpers: a probe node in its own context, message recorders, a sim
 Shared by the tests that talk to other processes over real DDS.
 """
 
-import ctypes
 import itertools
 import os
 from pathlib import Path
@@ -13,14 +12,17 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from typing import Any, Callable, List
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.signals import SignalHandlerOptions
+from rtgym_ros.nodes.signals import die_with_parent
+from rtgym_ros.ros.spin import SpinThread
 
 REPO = Path(__file__).resolve().parents[2]
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
@@ -30,12 +32,6 @@ CHILD_ENV = dict(
     PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get('PYTHONPATH')])),
     PYTHONUNBUFFERED='1', RCUTILS_LOGGING_BUFFERED_STREAM='0')
 _names = itertools.count()
-
-
-def die_with_parent() -> None:
-    """preexec_fn: the child gets SIGTERM when the test process dies (no orphaned sims)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float,
@@ -52,6 +48,11 @@ def wait_until(predicate: Callable[[], Any], timeout: float,
         time.sleep(0.01)
 
 
+def _report_failure(error: BaseException) -> None:
+    """Print why the probe stopped spinning (a callback raised), before the tests time out."""
+    traceback.print_exception(error)
+
+
 class Probe:
     """The test side: a node in its own context, spun by an executor in a daemon thread."""
 
@@ -62,14 +63,8 @@ class Probe:
         self.node = Node(f'test_probe_{os.getpid()}_{next(_names)}', context=self.context)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-
-    def _spin(self) -> None:
-        try:
-            self.executor.spin()
-        except ExternalShutdownException:
-            pass
+        self.spinner = SpinThread(self.executor, context=self.context, name=self.node.get_name(),
+                                  on_failure=_report_failure)
 
     def call(self, client, request, timeout: float = 5.0):
         future = client.call_async(request)
@@ -77,8 +72,8 @@ class Probe:
         return future.result()
 
     def close(self) -> None:
+        self.spinner.stop(timeout=5.0)
         self.executor.shutdown(timeout_sec=5.0)
-        self.thread.join(timeout=5.0)
         self.node.destroy_node()
         self.context.try_shutdown()
 

@@ -1,0 +1,84 @@
+"""
+The ``sim_robot`` node: an embedded simulated robot behind ROS 2 topics, optionally owning /clock.
+
+It plays the role of a real robot's driver so that the env can be exercised end to end without a
+simulator install: JointState out at ``sensor_rate``, effort commands in (Float64MultiArray),
+a reset service (std_srvs/Trigger) and a pause service (std_srvs/SetBool, true pauses). It can
+inject the faults a real robot has: latency and jitter on both paths (queued, so order is kept),
+sensor noise and dropped messages. A command watchdog zeroes the applied effort when commands
+stop, as a robot-side controller would.
+
+Two time bases (:mod:`.time_bases`): wall time, where a thread or a ROS timer integrates the
+node-clock time in ``1/physics_rate`` sub-steps; and sim time (``publish_clock: true``), where
+the node owns /clock and paces itself to ``real_time_factor``. In sim time, stamps, latencies
+and the command timeout are all in sim time, so a faster-than-real-time sim stays consistent.
+
+Modules: :mod:`.parameters` (the parameter table and its checks), :mod:`.time_bases`,
+:mod:`.faults` (injected faults), :mod:`.node` (the node, its model, topics and services).
+
+Run it as ``sim_robot --ros-args --params-file config/sim_robot/pendulum.yaml`` or
+``python -m rtgym_ros.nodes.sim_robot --ros-args ...``.
+"""
+
+import signal
+import threading
+from typing import List, Optional
+
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.signals import SignalHandlerOptions
+from rtgym_ros.nodes.signals import ignore_stop_signals, STOP_SIGNALS
+from rtgym_ros.nodes.sim_robot.node import NODE_NAME, SimRobot
+from rtgym_ros.ros.runtime import make_io_executor
+from rtgym_ros.ros.spin import SpinThread
+
+__all__ = ['main', 'NODE_NAME', 'SimRobot']
+
+
+def main(args: Optional[List[str]] = None) -> int:
+    """
+    Run the node until SIGINT or SIGTERM, then tear down in order (ignoring more of them).
+
+    :param args: Command line (with ``--ros-args``); ``None`` reads ``sys.argv``.
+    :return: 0 on a clean stop, 1 when the node could not start or a callback failed.
+    """
+    context = Context()
+    # Our own handlers (below) decide what SIGINT and SIGTERM do, not rclpy's.
+    rclpy.init(args=args, context=context, signal_handler_options=SignalHandlerOptions.NO)
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda *_: stop.set())
+    node = None
+    executor = None
+    spinner = None
+    try:
+        try:
+            node = SimRobot(context=context)
+        except Exception as error:  # noqa: B902 - reported as a start failure
+            rclpy.logging.get_logger(NODE_NAME).fatal(f'cannot start: {error}')
+            return 1
+        # The events executor of the kilted wheels does not fire timers.
+        executor = (SingleThreadedExecutor(context=context) if node.uses_ros_timer
+                    else make_io_executor(context))
+        executor.add_node(node)
+
+        spinner = SpinThread(executor, context=context, name='sim_robot_executor',
+                             on_failure=lambda _: stop.set())
+        node.start()
+        while not stop.wait(0.1):
+            if node.failure is not None or not spinner.is_alive():
+                break
+        return 1 if spinner.failure is not None or node.failure is not None else 0
+    finally:
+        ignore_stop_signals()  # a second Ctrl-C must not cut the teardown short
+        if node is not None:
+            node.stop()
+        if spinner is not None:
+            spinner.stop(timeout=5.0)
+        if executor is not None:
+            executor.shutdown(timeout_sec=5.0)
+        if node is not None:
+            node.destroy_node()
+        context.try_shutdown()

@@ -1,0 +1,273 @@
+"""
+What advances the ``sim_robot`` physics, and against which clock.
+
+* :class:`WallTime` (``publish_clock: false``): a thread ticks at ``timer_rate`` on the steady
+  clock (or, with ``ros_timer: true``, a ROS timer on the node clock) and integrates the
+  node-clock time elapsed since the last tick in fixed ``1/physics_rate`` sub-steps; stamps come
+  from the node clock (``use_sim_time`` makes it follow someone else's /clock, and a paused
+  /clock pauses the physics).
+* :class:`SimTime` (``publish_clock: true``): the node owns the clock. One thread advances the
+  physics by exactly ``1/physics_rate`` per step, publishes rosgraph_msgs/Clock on /clock at
+  ``clock_rate`` (sim Hz) and paces itself to ``real_time_factor`` times wall time (0: as fast
+  as possible). Time starts at 0; pause freezes it.
+"""
+
+import threading
+import time
+from typing import Any, Callable, List, Optional, Protocol, Tuple
+
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+from rclpy.time import Time
+from rosgraph_msgs.msg import Clock
+
+# What physics steps have to publish once the lock is released: (publisher, message) pairs.
+Outbox = List[Tuple[Any, Any]]
+# Wraps a callback so that its exception is logged and the robot goes to its safe state.
+Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+# Beyond this backlog (in wall seconds) the sim stops catching up and runs slower instead.
+MAX_LAG_S = 0.1
+# Physics steps done per lock hold, so callbacks never wait long for the loop.
+_CHUNK = 20
+
+
+def to_ns(seconds: float) -> int:
+    """Return ``seconds`` as integer nanoseconds, rounded."""
+    return int(round(seconds * 1e9))
+
+
+def publish(out: Outbox) -> None:
+    """Publish each message on its publisher, in order."""
+    for publisher, msg in out:
+        publisher.publish(msg)
+
+
+class Physics(Protocol):
+    """What a time base drives. ``t``, ``paused``, ``step`` and ``restart`` need ``lock``."""
+
+    lock: threading.Lock
+    dt_ns: int
+    t: int  # ns of the time base
+    paused: bool
+
+    def step(self, out: Outbox) -> None:
+        """Advance ``t`` by ``dt_ns``; append what is to be published to ``out``."""
+
+    def restart(self) -> None:
+        """Sample at once and forget what is in flight (``t`` jumped)."""
+
+
+class TimeBase:
+    """A thread (or timer) that steps the physics; the node's hooks for reset and pacing."""
+
+    uses_ros_timer = False
+
+    def __init__(self, node: Node, physics: Physics, *, guard: Guard) -> None:
+        self._node = node
+        self._physics = physics
+        self._guard = guard
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> None:
+        """Start stepping; the node must be spinning."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop stepping and join the thread; harmless to call twice."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+            self._thread = None
+
+    def restart(self) -> None:
+        """Restart the schedules at the current time (lock held)."""
+        self._physics.restart()
+
+    def reset(self) -> None:
+        """Follow a reset of the robot (lock held)."""
+        self.restart()
+
+    def reanchor(self) -> None:
+        """Start pacing against wall time over: pause, reset, new parameters (lock held)."""
+
+    def set_real_time_factor(self, real_time_factor: float) -> None:
+        """Pace to ``real_time_factor`` where the time base paces at all (lock held)."""
+
+    def _start_thread(self, target: Callable[[], None]) -> None:
+        self._thread = threading.Thread(
+            target=self._guard(target), name='sim_robot_physics', daemon=True)
+        self._thread.start()
+
+
+class WallTime(TimeBase):
+    """Follow the node clock: each tick integrates the time elapsed since the last one."""
+
+    def __init__(self, node: Node, physics: Physics, *, timer_rate: float, ros_timer: bool,
+                 guard: Guard) -> None:
+        """Tick at ``timer_rate`` on a thread, or on a ROS timer with ``ros_timer``."""
+        super().__init__(node, physics, guard=guard)
+        self.uses_ros_timer = ros_timer
+        self._period = 1.0 / timer_rate
+        self._timer = None
+        physics.t = self._now()
+
+    def start(self) -> None:
+        """Start ticking from now."""
+        if self._thread is not None or self._timer is not None:
+            return
+        with self._physics.lock:
+            self._physics.t = self._now()  # start-up time is not lag
+            self.restart()
+        if self.uses_ros_timer:
+            self._timer = self._node.create_timer(self._period, self._guard(self._tick))
+        else:
+            self._start_thread(self._run_wall_loop)
+
+    def stop(self) -> None:
+        """Stop ticking; harmless to call twice."""
+        super().stop()
+        if self._timer is not None:
+            self._node.destroy_timer(self._timer)
+            self._timer = None
+
+    def _now(self) -> int:
+        return self._node.get_clock().now().nanoseconds
+
+    def _run_wall_loop(self) -> None:
+        """
+        Tick at timer_rate; missed ticks are skipped, not replayed.
+
+        A thread rather than a ROS timer: an rclpy executor wake-up costs ~0.3 ms of CPU, a
+        thread's sleep a few µs; and a node without timers can be spun by the events executor.
+        """
+        period_ns = to_ns(self._period)
+        next_tick = time.monotonic_ns()
+        while not self._stop.is_set():
+            self._tick()
+            next_tick += period_ns
+            now = time.monotonic_ns()
+            if next_tick <= now:
+                next_tick = now + period_ns
+            self._stop.wait((next_tick - now) / 1e9)
+
+    def _tick(self) -> None:
+        """Integrate the node-clock time elapsed since the last tick."""
+        physics = self._physics
+        now = self._now()
+        out: Outbox = []
+        with physics.lock:
+            lag = now - physics.t
+            if lag < -physics.dt_ns:
+                # The node clock jumped back (use_sim_time with an external /clock).
+                physics.t = now
+                self.restart()
+            elif lag > to_ns(MAX_LAG_S):
+                self._node.get_logger().warning(
+                    f'physics fell {lag / 1e9:.3f} s behind the clock; skipping that time',
+                    throttle_duration_sec=5.0)
+                physics.t = now - physics.dt_ns
+            while physics.t + physics.dt_ns <= now:
+                physics.step(out)
+        publish(out)
+
+
+class SimTime(TimeBase):
+    """Own the clock: step by dt from 0, publish /clock, pace to ``real_time_factor``."""
+
+    def __init__(self, node: Node, physics: Physics, *, clock_rate: float, reset_time: bool,
+                 guard: Guard) -> None:
+        """Publish /clock at ``clock_rate`` sim Hz; with ``reset_time`` a reset goes to 0."""
+        super().__init__(node, physics, guard=guard)
+        self._reset_time = reset_time
+        self._clock_pub = node.create_publisher(Clock, '/clock', QoSProfile(depth=10))
+        self._clock_period_ns = max(to_ns(1.0 / clock_rate), physics.dt_ns)
+        self._next_clock = 0
+        self._real_time_factor = 1.0
+        self._reanchor = True
+        self._wake = threading.Event()
+        physics.t = 0
+
+    def start(self) -> None:
+        """Start the sim-time loop."""
+        if self._thread is None:
+            self._start_thread(self._run_sim_loop)
+
+    def stop(self) -> None:
+        """Stop the loop, waking it if it waits in a pause; harmless to call twice."""
+        self._stop.set()
+        self._wake.set()
+        super().stop()
+
+    def restart(self) -> None:
+        """Publish the clock at once, too (lock held)."""
+        self._next_clock = self._physics.t
+        super().restart()
+
+    def reset(self) -> None:
+        """Go back to time 0 with ``reset_time``; pace from now (lock held)."""
+        if self._reset_time:
+            self._physics.t = 0
+        self.restart()
+        self.reanchor()
+
+    def reanchor(self) -> None:
+        """Start pacing over, and end a paused wait early (lock held)."""
+        self._reanchor = True
+        self._wake.set()
+
+    def set_real_time_factor(self, real_time_factor: float) -> None:
+        """Pace to ``real_time_factor`` sim seconds per wall second, 0: flat out (lock held)."""
+        self._real_time_factor = real_time_factor
+
+    def _step(self, out: Outbox) -> None:
+        """One physics step, and /clock when it is due (lock held)."""
+        self._physics.step(out)
+        t = self._physics.t
+        if t >= self._next_clock:
+            self._next_clock += self._clock_period_ns
+            if self._next_clock <= t:
+                self._next_clock = t + self._clock_period_ns
+            out.append((self._clock_pub, Clock(clock=Time(nanoseconds=t).to_msg())))
+
+    def _run_sim_loop(self) -> None:
+        """Step by dt, paced to real_time_factor against the steady wall clock."""
+        physics = self._physics
+        anchor_wall = anchor_sim = 0
+        while not self._stop.is_set():
+            with physics.lock:
+                paused, rtf = physics.paused, self._real_time_factor
+                if self._reanchor:
+                    anchor_wall, anchor_sim = time.monotonic_ns(), physics.t
+                    self._reanchor = False
+                t = physics.t
+            if paused:
+                self._wake.wait(0.1)
+                self._wake.clear()
+                continue
+            if rtf == 0.0:
+                steps = _CHUNK
+            else:
+                now = time.monotonic_ns()
+                target = anchor_sim + int((now - anchor_wall) * rtf)
+                if target - t > MAX_LAG_S * 1e9 * rtf:
+                    self._node.get_logger().warning(
+                        f'cannot keep up with real_time_factor {rtf:g}; running slower',
+                        throttle_duration_sec=5.0)
+                    anchor_wall, anchor_sim = now, t
+                    continue
+                steps = min((target - t) // physics.dt_ns, _CHUNK)
+                if steps <= 0:
+                    wait_s = (t + physics.dt_ns - target) / rtf / 1e9
+                    time.sleep(min(max(wait_s, 0.0), 0.01))
+                    continue
+            out: Outbox = []
+            with physics.lock:
+                if physics.paused or self._reanchor:
+                    continue
+                for _ in range(steps):
+                    self._step(out)
+            # No sleep(0) to hand over the GIL: it halves the speed, and the interpreter's
+            # switch interval (5 ms) already lets the executor thread take commands.
+            publish(out)
