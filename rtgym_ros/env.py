@@ -46,6 +46,7 @@ class RealTimeEnv(gymnasium.Env):
     def __init__(self, config: dict = DEFAULT_CONFIG_DICT) -> None:
         self._closed = True  # until the runtime exists, close() has nothing to do
         self._final_stop = False
+        self._warned_clock_publishers = False
         cfg: EnvConfig = resolve_config(config)
         self.config = cfg
         self.wait_on_done = cfg.wait_on_done
@@ -241,6 +242,7 @@ class RealTimeEnv(gymnasium.Env):
         """Several /clock publishers make sim time jump back and forth: say so."""
         publishers = self._runtime.count_publishers('/clock')
         if publishers > 1:
+            self._warned_clock_publishers = True
             message = (f'{publishers} nodes publish /clock: sim time will jump between them '
                        '(time-outs, clock jumps); run one simulator per ROS domain')
             warnings.warn(message, RuntimeWarning, stacklevel=3)
@@ -327,8 +329,9 @@ class RealTimeEnv(gymnasium.Env):
         if not self._schedule.initialized:
             if self.config.use_sim_time:
                 self._runtime.wait_for_clock(timeout=self.config.clock_wait_timeout)
-                self._warn_about_clock_publishers()
             self._schedule.initialize(self._runtime.now())
+        if self.config.use_sim_time and not self._warned_clock_publishers:
+            self._warn_about_clock_publishers()
         self._run_time_step(self.act_buf[-1])
         if self.benchmark:
             self.bench.end_reset_time()

@@ -116,6 +116,13 @@ def resolve_config(config: dict | None) -> EnvConfig:
     domain_id = values['domain_id']
     if domain_id is not None:
         check_int(domain_id, key="config['domain_id']", minimum=0, maximum=232)
+    if values['start_obs_capture'] > values['time_step_duration']:
+        # rtgym accepts it silently; every time-step then ends late and most time out.
+        capture, duration = values['start_obs_capture'], values['time_step_duration']
+        warnings.warn(f"config['start_obs_capture'] ({capture} s) is after the end of the "
+                      f'time-step (time_step_duration {duration} s): each step ends late and '
+                      'time-steps time out; set start_obs_capture <= time_step_duration',
+                      stacklevel=3)
     switch = values['gil_switch_interval']
     if switch is not None:
         check_number(values['gil_switch_interval'], key="config['gil_switch_interval']",

@@ -7,6 +7,7 @@ instead: the types a package has, or the interface packages that are importable 
 
 import importlib
 import importlib.util
+from pathlib import Path
 import re
 from typing import Any
 
@@ -64,6 +65,11 @@ def _split_type_name(type_name: Any, kind: str, *, key: str) -> tuple[str, str]:
 
 def _import_interface_module(package: str, kind: str, *, key: str) -> Any:
     module_name = f'{package}.{kind}'
+    if _module_exists(package) and not is_interface_package(package):
+        # Checked without importing it: a config must not run an arbitrary module's code.
+        raise ValueError(
+            f'{key}: expected a ROS interface package (with rosidl type support), got '
+            f'{package!r}, an ordinary Python module; it was not imported')
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -77,6 +83,18 @@ def _import_interface_module(package: str, kind: str, *, key: str) -> Any:
     raise ValueError(
         f'{key}: expected an importable interface package, got {package!r} (is it installed and '
         f'the workspace sourced?); importable {kind} packages here: {found or "none"}')
+
+
+def is_interface_package(package: str) -> bool:
+    """Say whether ``package`` holds rosidl-generated interfaces, without importing it."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    return any(any(Path(location).glob(f'{package}_s__rosidl_typesupport_c*'))
+               for location in spec.submodule_search_locations)
 
 
 def _module_exists(module_name: str) -> bool:

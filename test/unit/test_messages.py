@@ -512,3 +512,20 @@ def test_reader_config_errors():
         compile_reader(Trigger, ['success'], key=KEY)
     with pytest.raises(ValueError, match=r'shape \[7\] does not split evenly'):
         compile_reader(LaserScan, ['ranges', 'intensities'], key=KEY, shape=[7])
+
+
+def test_a_type_of_an_ordinary_module_is_refused_without_importing_it():
+    import subprocess
+    import sys
+    code = ('import sys\n'
+            'from rtgym_ros.msgconv.type_names import load_message_type\n'
+            'try:\n'
+            "    load_message_type('this/msg/Float64', key='k')\n"
+            'except ValueError as error:\n'
+            '    print(error)\n'
+            "print('imported' if 'this' in sys.modules else 'not imported')\n")
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                            timeout=60)
+    assert 'expected a ROS interface package' in result.stdout, result
+    assert result.stdout.strip().endswith('not imported'), result.stdout
+    assert 'Beautiful is better than ugly' not in result.stdout  # this's side effect

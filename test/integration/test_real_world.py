@@ -1,0 +1,259 @@
+"""
+Sensors and simulators as ROS really delivers them, against ``rtgym_ros/ros-v1``.
+
+Plain publishers on the probe's node (its own context, over real DDS) play the robot, and a
+real ``sim_robot`` process plays a Gazebo-style simulator whose reset takes sim time back.
+"""
+
+import threading
+import time
+from typing import Any
+
+from emulated_robots import next_name, write_config
+import gymnasium as gym
+import numpy as np
+import pytest
+from ros_probe import SimProcess, wait_until
+import rtgym_ros  # noqa: F401
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, Float64
+
+T = 0.05
+
+
+class Streams:
+    """Publishers on the probe's node, each on a timer; the test changes what they send."""
+
+    def __init__(self, probe) -> None:
+        self._probe = probe
+        self.ns = f'/real_world_{next_name()}'
+        self._made: list[tuple[Any, Any]] = []
+
+    def joint_states(self, names: list[str], positions: list[float], *, rate: float,
+                     stamp_offset: float = 0.0) -> dict:
+        """Publish JointState ``names`` at ``rate`` Hz; the returned dict steers it."""
+        publisher = self._probe.node.create_publisher(JointState, f'{self.ns}/joint_states', 10)
+        state = {'positions': positions, 'on': True, 'stamp_offset': stamp_offset}
+
+        def publish() -> None:
+            if not state['on']:
+                return
+            message = JointState(name=names, position=list(state['positions']))
+            stamp = self._probe.node.get_clock().now().nanoseconds * 1e-9
+            stamp += state['stamp_offset']
+            message.header.stamp.sec = int(stamp)
+            message.header.stamp.nanosec = int((stamp - int(stamp)) * 1e9)
+            publisher.publish(message)
+        self._made.append((publisher, self._probe.node.create_timer(1.0 / rate, publish)))
+        return state
+
+    def publisher(self, msg_type: type, topic: str) -> Any:
+        publisher = self._probe.node.create_publisher(msg_type, f'{self.ns}/{topic}', 10)
+        self._made.append((publisher, None))
+        return publisher
+
+    def close(self) -> None:
+        for publisher, timer in self._made:
+            if timer is not None:
+                self._probe.node.destroy_timer(timer)
+            self._probe.node.destroy_publisher(publisher)
+
+
+@pytest.fixture
+def streams(probe):
+    made = Streams(probe)
+    yield made
+    made.close()
+
+
+def params(joint_names: list[str], **changes: Any) -> dict:
+    joints = {'topic': 'joint_states', 'type': 'sensor_msgs/msg/JointState',
+              'joint_names': joint_names, 'fields': ['position'],
+              'low': [-3.0] * len(joint_names), 'high': [3.0] * len(joint_names),
+              'max_age': 0.1, 'on_stale': 'flag'}
+    joints.update(changes.pop('joints', {}))
+    result = {'time_step_duration': T, 'start_obs_capture': T, 'reset_timeout': 10.0,
+              'actions': {'names': ['cmd'], 'cmd': {
+                  'topic': 'command', 'type': 'std_msgs/msg/Float64MultiArray',
+                  'field': 'data', 'low': [-1.0], 'high': [1.0]}},
+              'observations': {'names': ['joints'], 'joints': joints}}
+    result.update(changes)
+    return result
+
+
+@pytest.fixture
+def make_env(tmp_path):
+    envs = []
+
+    def make(namespace: str, config: dict) -> gym.Env:
+        path = write_config(tmp_path / f'robot{len(envs)}.yaml', config)
+        envs.append(gym.make('rtgym_ros/ros-v1', robot_config=str(path), namespace=namespace,
+                             disable_env_checker=True))
+        return envs[-1]
+
+    yield make
+    for env in envs:
+        env.close()
+
+
+def steps(env: gym.Env, count: int) -> list[tuple]:
+    return [env.step(np.zeros(1, np.float32)) for _ in range(count)]
+
+
+# -- several publishers on one JointState topic ------------------------------------------------
+
+
+def test_joint_states_of_an_arm_and_a_gripper_on_one_topic(streams, make_env):
+    arm = streams.joint_states(['j0'], [1.0], rate=100.0)
+    gripper = streams.joint_states(['g'], [2.0], rate=30.0)
+    env = make_env(streams.ns, params(['j0', 'g']))
+    obs, info = env.reset()
+    results = steps(env, 10)
+    assert results[-1][0]['joints'].tolist() == [1.0, 2.0]
+    assert not any(info['stale'] for *_, info in results[3:]), [r[4] for r in results]
+    arm['positions'] = [1.5]
+    gripper['on'] = False  # the gripper's driver dies: its joint, and so the slot, go stale
+    later = steps(env, 10)
+    assert later[-1][0]['joints'].tolist() == [1.5, 2.0]
+    assert later[-1][4]['stale'] == ['joints'] and later[-1][4]['obs_ages']['joints'] > 0.1
+
+
+# -- stamps ahead of the clock -----------------------------------------------------------------
+
+
+def test_stamps_from_the_future_are_never_fresh(streams, make_env):
+    sensor = streams.joint_states(['j0'], [1.0], rate=100.0, stamp_offset=3600.0)
+    env = make_env(streams.ns, params(['j0'], newer_than_action=True,
+                                      newer_than_action_timeout=0.01))
+    env.reset()
+    results = steps(env, 5)
+    sensor['on'] = False
+    results += steps(env, 5)
+    for *_, info in results:
+        assert info['stale'] == ['joints'] and info['future_stamps'] == ['joints'], info
+        assert info['newer_than_action'] == {'joints': False}, info
+
+
+def test_on_stale_error_is_not_defeated_by_a_future_stamp(streams, make_env):
+    streams.joint_states(['j0'], [1.0], rate=100.0, stamp_offset=3600.0)
+    env = make_env(streams.ns, params(['j0'], joints={'on_stale': 'error'}))
+    with pytest.raises(RuntimeError, match='ahead of this node'):
+        env.reset()
+
+
+# -- observations outside the declared space ---------------------------------------------------
+
+
+@pytest.mark.parametrize('value', [np.nan, np.inf, 1e39, 10.0])
+def test_out_of_space_values_are_flagged(streams, make_env, value):
+    streams.joint_states(['j0'], [value], rate=100.0)
+    env = make_env(streams.ns, params(['j0']))
+    env.reset()
+    obs, _, _, _, info = steps(env, 3)[-1]
+    assert not env.observation_space.contains(obs)
+    assert info['out_of_bounds'] == ['joints'], info
+
+
+@pytest.mark.parametrize('value, clipped', [(10.0, 3.0), (-1e39, -3.0), (np.inf, 3.0)])
+def test_out_of_space_values_clipped(streams, make_env, value, clipped):
+    streams.joint_states(['j0'], [value], rate=100.0)
+    env = make_env(streams.ns, params(['j0'], joints={'out_of_bounds': 'clip'}))
+    env.reset()
+    obs, _, _, _, info = steps(env, 3)[-1]
+    assert obs['joints'].tolist() == [clipped] and env.observation_space.contains(obs)
+    assert info['out_of_bounds'] == ['joints']
+
+
+def test_nan_cannot_be_clipped_and_stays_flagged(streams, make_env):
+    streams.joint_states(['j0'], [np.nan], rate=100.0)
+    env = make_env(streams.ns, params(['j0'], joints={'out_of_bounds': 'clip'}))
+    env.reset()
+    obs, _, _, _, info = steps(env, 3)[-1]
+    assert np.isnan(obs['joints'][0]) and info['out_of_bounds'] == ['joints']
+
+
+def test_out_of_space_error_policy_raises(streams, make_env):
+    streams.joint_states(['j0'], [10.0], rate=100.0)
+    env = make_env(streams.ns, params(['j0'], joints={'out_of_bounds': 'error'}))
+    with pytest.raises(RuntimeError, match='outside its space'):
+        env.reset()
+        steps(env, 3)
+
+
+# -- reward and termination topics -------------------------------------------------------------
+
+
+def test_termination_counts_for_the_time_step_it_arrives_in(streams, make_env):
+    streams.joint_states(['j0'], [0.0], rate=100.0)
+    done = streams.publisher(Bool, 'done')
+    env = make_env(streams.ns, params(['j0'], termination={'topic': 'done'},
+                                      ep_max_length=1000))
+    env.reset()
+    steps(env, 2)
+    wait_until(lambda: done.get_subscription_count(), 10.0, 'the env on the done topic')
+    done.publish(Bool(data=True))
+    ended = False
+    for _ in range(20):
+        if env.step(np.zeros(1, np.float32))[2]:
+            ended = True
+            break
+    assert ended, 'the true on the termination topic ended no episode'
+    for _ in range(3):  # the true was consumed: new episodes run on
+        env.reset()
+        assert not any(r[2] for r in steps(env, 5))
+
+
+def test_reward_topic_before_during_and_after_its_publisher(streams, make_env):
+    streams.joint_states(['j0'], [0.0], rate=100.0)
+    reward = streams.publisher(Float64, 'reward')
+    env = make_env(streams.ns, params(['j0'], reward={'topic': 'reward', 'default': -1.0}))
+    env.reset()
+    _, value, _, _, info = env.step(np.zeros(1, np.float32))  # no message yet: no TypeError
+    assert value == -1.0 and info['reward_missing'] is True
+    wait_until(lambda: reward.get_subscription_count(), 10.0, 'the env on the reward topic')
+    stop = threading.Event()
+
+    def publish() -> None:
+        while not stop.wait(0.005):
+            reward.publish(Float64(data=0.5))
+    thread = threading.Thread(target=publish, daemon=True)
+    thread.start()
+    try:
+        fresh = steps(env, 10)[-1]
+        assert fresh[1] == 0.5 and 'reward_missing' not in fresh[4]
+    finally:
+        stop.set()
+        thread.join(1.0)
+    time.sleep(2 * T)
+    gone = steps(env, 3)[-1]  # the publisher died: its last value is not returned forever
+    assert gone[1] == -1.0 and gone[4]['reward_missing'] is True
+
+
+# -- a simulator whose reset takes sim time back (Gazebo's /reset_simulation) ------------------
+
+
+def test_any_number_of_resets_that_rewind_sim_time(tmp_path):
+    sim = SimProcess(tmp_path, 'publish_clock:=true', 'reset_time:=true')
+    env = None
+    try:
+        env = gym.make('rtgym_ros/ros-v1', robot_config='config/robots/pendulum_sim.yaml',
+                       namespace=sim.ns, use_sim_time=True, ep_max_length=30,
+                       disable_env_checker=True)
+        for episode in range(5):
+            start = time.monotonic()
+            obs, info = env.reset()
+            took = time.monotonic() - start
+            ages = info['obs_ages']['joints']
+            assert -0.05 <= ages < 0.1, (episode, info)  # /clock and data race by a tick
+            assert took < 3.0, (episode, took)
+            for _ in range(30):
+                obs, _, terminated, truncated, info = env.step(np.zeros(1, np.float32))
+                if terminated or truncated:
+                    break
+            assert env.unwrapped.now() > 0.5, 'sim time did not move after the reset'
+    except AssertionError as error:
+        raise AssertionError(f'{error}\nsim_robot:\n{sim.output()}') from None
+    finally:
+        if env is not None:
+            env.close()
+        sim.stop()
