@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 import math
 import numbers
+import reprlib
 from typing import Any, Callable
 import warnings
 
@@ -43,6 +44,15 @@ ROS_DEFAULTS: dict[str, Any] = {
 
 DEFAULT_CONFIG_DICT: dict[str, Any] = {**RTGYM_DEFAULTS, **ROS_DEFAULTS}
 """Copy this, set ``'interface'``, and pass it as ``gym.make(..., config=cfg)``."""
+
+BOOL_KEYS = tuple(key for key, value in DEFAULT_CONFIG_DICT.items() if isinstance(value, bool))
+"""Keys that take true or false only ('false' or 0 would otherwise act as True or False)."""
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 80
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 8
+_SHORT.maxlevel = 3
+_SHORT_MAX = 200
 
 
 @dataclass
@@ -88,7 +98,7 @@ def resolve_config(config: dict | None) -> EnvConfig:
 
     interface = values['interface']
     if not isinstance(interface, type):
-        raise TypeError(f"config['interface'] must be a class, got {interface!r}")
+        raise TypeError(f"config['interface'] must be a class, got {short_repr(interface)}")
     if interface is RealTimeGymInterface:
         raise ValueError("config['interface'] must be your RealTimeGymInterface subclass, "
                          'got the abstract RealTimeGymInterface itself')
@@ -103,20 +113,24 @@ def resolve_config(config: dict | None) -> EnvConfig:
     act_buf_len = values['act_buf_len']
     if isinstance(act_buf_len, bool) or not isinstance(act_buf_len, numbers.Integral) \
             or act_buf_len < 1:
-        raise ValueError(f"config['act_buf_len'] must be an integer >= 1, got {act_buf_len!r}")
+        raise ValueError("config['act_buf_len'] must be an integer >= 1, "
+                         f'got {short_repr(act_buf_len)}')
     benchmark_type = str(values['benchmark_type']).lower()
     if benchmark_type not in ('polyak', 'trace'):
         raise ValueError("config['benchmark_type'] must be 'polyak' or 'trace', "
-                         f"got {values['benchmark_type']!r}")
+                         f"got {short_repr(values['benchmark_type'])}")
+    for key in BOOL_KEYS:
+        check_bool(values[key], key=f"config['{key}']")
     for key in ('act_prepro_func', 'obs_prepro_func'):
         if values[key] is not None and not callable(values[key]):
-            raise TypeError(f"config['{key}'] must be callable or None, got {values[key]!r}")
+            raise TypeError(f"config['{key}'] must be callable or None, "
+                            f'got {short_repr(values[key])}')
     domain_id = values['domain_id']
     if domain_id is not None and (isinstance(domain_id, bool)
                                   or not isinstance(domain_id, numbers.Integral)
                                   or not 0 <= domain_id <= 232):
         raise ValueError(f"config['domain_id'] must be an integer in [0, 232] or None, "
-                         f'got {domain_id!r}')
+                         f'got {short_repr(domain_id)}')
     switch = values['gil_switch_interval']
     if switch is not None:
         _check_number(values, 'gil_switch_interval', minimum=1e-6)
@@ -153,11 +167,31 @@ def resolve_config(config: dict | None) -> EnvConfig:
     )
 
 
+def short_repr(value: Any) -> str:
+    """Return ``repr(value)`` bounded in length: error messages never print unbounded values."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    text = _SHORT.repr(value)
+    return text if len(text) <= _SHORT_MAX else text[:_SHORT_MAX - 5] + ' ...' + text[-1]
+
+
+def check_bool(value: Any, *, key: str) -> bool:
+    """
+    Return ``value`` if it is a bool; raise ValueError naming ``key`` otherwise.
+
+    ``bool('false')`` is True, so a string, a number or None is refused rather than converted.
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f'{key} must be true or false, got {short_repr(value)} '
+                         f'({type(value).__name__})')
+    return bool(value)
+
+
 def _check_number(values: dict, key: str, *, minimum: float, allow_inf: bool = False) -> None:
     value = values[key]
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
-        raise TypeError(f"config['{key}'] must be a number, got {value!r}")
+        raise TypeError(f"config['{key}'] must be a number, got {short_repr(value)}")
     if math.isinf(value) and not allow_inf:
-        raise ValueError(f"config['{key}'] must be finite, got {value!r}")
+        raise ValueError(f"config['{key}'] must be finite, got {short_repr(value)}")
     if value < minimum:
-        raise ValueError(f"config['{key}'] must be >= {minimum}, got {value!r}")
+        raise ValueError(f"config['{key}'] must be >= {minimum}, got {short_repr(value)}")
