@@ -18,7 +18,7 @@ from rclpy.exceptions import InvalidServiceNameException, InvalidTopicNameExcept
 from rclpy.qos import QoSProfile
 from rclpy.validate_topic_name import validate_topic_name
 
-from rtgym_ros.core.config import ROS_DEFAULTS, RTGYM_DEFAULTS
+from rtgym_ros.core.config import check_bool, ROS_DEFAULTS, RTGYM_DEFAULTS, short_repr
 from rtgym_ros.msgconv.readers import compile_reader, FieldReader
 from rtgym_ros.msgconv.type_names import load_message_type, load_service_type
 from rtgym_ros.msgconv.writers import compile_writer, FieldWriter
@@ -171,6 +171,8 @@ def split_and_check(params: dict[str, Any]) -> tuple[dict[str, Any], RobotSpec]:
     _check_choice(options['observation_layout'], LAYOUTS, key='observation_layout')
     for key in ('reset_timeout', 'diagnostics_period'):
         options[key] = _number(options[key], key=key, minimum=0.0)
+    options['newer_than_action'] = check_bool(options['newer_than_action'],
+                                              key='newer_than_action')
     if options['newer_than_action_timeout'] is not None:
         options['newer_than_action_timeout'] = _number(
             options['newer_than_action_timeout'], key='newer_than_action_timeout', minimum=0.0)
@@ -200,23 +202,24 @@ def split_and_check(params: dict[str, Any]) -> tuple[dict[str, Any], RobotSpec]:
 def _groups(params: dict, key: str, build: Callable) -> list:
     section = params.get(key)
     if not isinstance(section, dict):
-        raise ValueError(f'{key} must be a mapping with a names list, got {section!r}')
+        raise ValueError(f'{key} must be a mapping with a names list, got {short_repr(section)}')
     names = section.get('names')
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        raise ValueError(f'{key}.names must be a non-empty list of names, got {names!r}')
+        raise ValueError(f'{key}.names must be a non-empty list of names, got {short_repr(names)}')
     if len(set(names)) != len(names):
-        raise ValueError(f'{key}.names has duplicates: {names}')
+        raise ValueError(f'{key}.names has duplicates: {short_repr(names)}')
     if key == 'observations' and 'action_buffer' in names:
         raise ValueError("observations.names must not contain 'action_buffer', the key of "
                          'the action buffer in observations')
     extra = sorted(set(section) - {'names', *names})
     if extra:
-        raise ValueError(f'{key} has entries {extra} that are not in {key}.names {names}')
+        raise ValueError(f'{key} has entries {short_repr(extra)} that are not in {key}.names '
+                         f'{short_repr(names)}')
     groups = []
     for name in names:
         if not isinstance(section.get(name), dict):
             raise ValueError(f'{key}.{name} must be a mapping (it is listed in {key}.names), '
-                             f'got {section.get(name)!r}')
+                             f'got {short_repr(section.get(name))}')
         groups.append(build(name, section[name], key=f'{key}.{name}'))
     return groups
 
@@ -241,10 +244,10 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
         if len(values) != writer.size:
             raise ValueError(f'{key}.{what} must have {writer.size} values, got {len(values)}')
         if not np.all(np.isfinite(values)):
-            raise ValueError(f'{key}.{what} must be finite, got {values.tolist()}')
+            raise ValueError(f'{key}.{what} must be finite, got {short_repr(values)}')
     _check_bounds(low, high, key=key)
     if np.any(default < low) or np.any(default > high):
-        raise ValueError(f'{key}.default must lie within low and high, got {default.tolist()}')
+        raise ValueError(f'{key}.default must lie within low and high, got {short_repr(default)}')
     stamp = entry.get('stamp', 'now')
     _check_choice(stamp, ('now', 'zero'), key=f'{key}.stamp')
     max_delta = None
@@ -255,7 +258,7 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
                              f'got {len(max_delta)}')
         if not np.all(max_delta > 0.0) or not np.all(np.isfinite(max_delta)):
             raise ValueError(f'{key}.max_delta must be finite numbers > 0, '
-                             f'got {max_delta.tolist()}')
+                             f'got {short_repr(max_delta)}')
     on_stop = entry.get('on_stop', 'default')
     _check_choice(on_stop, ('default', 'hold'), key=f'{key}.on_stop')
     return ActionGroup(name=name, topic=_topic(entry, key=key), writer=writer, low=low,
@@ -284,7 +287,8 @@ def _observation_slot(name: str, entry: dict, *, key: str) -> ObservationSlotSpe
         msg_type, _fields(entry, key=key, image=type_name == 'sensor_msgs/msg/Image'),
         key=key, joint_names=entry.get('joint_names'), shape=shape,
         nonfinite=entry.get('nonfinite', 'keep'), length=entry.get('length'),
-        encoding=entry.get('encoding'), to_rgb=bool(entry.get('to_rgb', False)))
+        encoding=entry.get('encoding'),
+        to_rgb=check_bool(entry.get('to_rgb', False), key=f'{key}.to_rgb'))
     space = _observation_space(reader, low, high, key=key)
     max_age = entry.get('max_age')
     if max_age is not None:
@@ -327,13 +331,16 @@ def _signal(value: Any, *, key: str, default_type: str, constant: Any) -> Signal
         return SignalSpec(constant=constant)
     if not isinstance(value, dict):
         raise ValueError(f'{key} must be a mapping with topic, function or constant, '
-                         f'got {value!r}')
+                         f'got {short_repr(value)}')
     _check_keys(value, ('topic', 'type', 'field', 'qos', 'function', 'constant'), key=key)
     sources = [s for s in ('topic', 'function', 'constant') if s in value]
     if len(sources) != 1:
         raise ValueError(f'{key} needs exactly one of topic, function, constant; got {sources}')
     if 'constant' in value:
-        return SignalSpec(constant=value['constant'])
+        if isinstance(constant, bool):  # termination: true or false, never 'false'
+            return SignalSpec(constant=check_bool(value['constant'], key=f'{key}.constant'))
+        return SignalSpec(constant=_number(value['constant'], key=f'{key}.constant',
+                                           minimum=-math.inf))
     if 'function' in value:
         return SignalSpec(function=load_callable(value['function'], key=f'{key}.function'))
     msg_type = load_message_type(value.get('type', default_type), key=f'{key}.type')
@@ -348,7 +355,7 @@ def _signal(value: Any, *, key: str, default_type: str, constant: Any) -> Signal
 def _service(value: Any, *, key: str, timeout: float, data: bool) -> ServiceSpec:
     if not isinstance(value, dict):
         raise ValueError(f'{key} must be a mapping with service (+ type) or function, '
-                         f'got {value!r}')
+                         f'got {short_repr(value)}')
     _check_keys(value, ('service', 'type', 'data', 'function', 'timeout'), key=key)
     timeout = _number(value.get('timeout', timeout), key=f'{key}.timeout', minimum=0.0)
     if ('service' in value) == ('function' in value):
@@ -359,12 +366,12 @@ def _service(value: Any, *, key: str, timeout: float, data: bool) -> ServiceSpec
     type_name = value.get('type', 'std_srvs/srv/Empty')
     if type_name not in SERVICE_TYPES:
         raise ValueError(f'{key}.type must be one of {", ".join(SERVICE_TYPES)}, '
-                         f'got {type_name!r}')
+                         f'got {short_repr(type_name)}')
     service_type = load_service_type(type_name, key=f'{key}.type')
     is_set_bool = type_name.endswith('/SetBool')
     value_data = value.get('data', data)
     if not isinstance(value_data, bool):
-        raise ValueError(f'{key}.data must be true or false, got {value_data!r}')
+        raise ValueError(f'{key}.data must be true or false, got {short_repr(value_data)}')
     return ServiceSpec(service=_name(value['service'], key=f'{key}.service'),
                        service_type=service_type, data=value_data if is_set_bool else None,
                        timeout=timeout)
@@ -373,18 +380,20 @@ def _service(value: Any, *, key: str, timeout: float, data: bool) -> ServiceSpec
 def load_callable(spec: Any, *, key: str) -> Callable:
     """``'package.module:function'`` -> the function (imported, never eval'd)."""
     if not isinstance(spec, str) or spec.count(':') != 1:
-        raise ValueError(f"{key} must be 'package.module:function', got {spec!r}")
+        raise ValueError(f"{key} must be 'package.module:function', got {short_repr(spec)}")
     module_name, attribute = spec.split(':')
     if not module_name or not attribute.isidentifier() or not all(
             part.isidentifier() for part in module_name.split('.')):
-        raise ValueError(f"{key} must be 'package.module:function', got {spec!r}")
+        raise ValueError(f"{key} must be 'package.module:function', got {short_repr(spec)}")
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        raise ValueError(f'{key}: cannot import module {module_name!r}: {error}') from None
+        raise ValueError(f'{key}: cannot import module {short_repr(module_name)}: '
+                         f'{short_repr(str(error))}') from None
     function = getattr(module, attribute, None)
     if not callable(function):
-        raise ValueError(f'{key}: module {module_name!r} has no callable {attribute!r}')
+        raise ValueError(f'{key}: module {short_repr(module_name)} has no callable '
+                         f'{short_repr(attribute)}')
     return function
 
 
@@ -413,7 +422,8 @@ def _fields(entry: dict, *, key: str, image: bool = False) -> list[str]:
             return ['data']
         raise ValueError(f'{key}.fields is required (a list of field paths)')
     if not isinstance(fields, list) or not fields or not all(isinstance(f, str) for f in fields):
-        raise ValueError(f'{key}.fields must be a non-empty list of field paths, got {fields!r}')
+        raise ValueError(f'{key}.fields must be a non-empty list of field paths, '
+                         f'got {short_repr(fields)}')
     return fields
 
 
@@ -424,12 +434,13 @@ def _topic(entry: dict, *, key: str) -> str:
 def _name(value: Any, *, key: str) -> str:
     """Check a ROS name (relative names resolve under the env's namespace)."""
     if not isinstance(value, str) or not value:
-        raise ValueError(f'{key} must be a topic or service name, got {value!r}')
+        raise ValueError(f'{key} must be a topic or service name, got {short_repr(value)}')
     try:
         validate_topic_name(value, is_service=key.endswith('.service'))
     except (InvalidServiceNameException, InvalidTopicNameException) as error:
         reason = str(error).splitlines()[0]
-        raise ValueError(f'{key} must be a valid ROS name, got {value!r}: {reason}') from None
+        raise ValueError(f'{key} must be a valid ROS name, got {short_repr(value)}: '
+                         f'{reason}') from None
     return value
 
 
@@ -438,15 +449,15 @@ def _vector(value: Any, *, key: str) -> np.ndarray:
         value = [value]
     if not isinstance(value, (list, tuple, np.ndarray)) or not all(
             isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in value):
-        raise ValueError(f'{key} must be a list of numbers, got {value!r}')
+        raise ValueError(f'{key} must be a list of numbers, got {short_repr(value)}')
     return np.asarray(value, dtype=np.float64)
 
 
 def _number(value: Any, *, key: str, minimum: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ValueError(f'{key} must be a number, got {value!r}')
+        raise ValueError(f'{key} must be a number, got {short_repr(value)}')
     if value < minimum:
-        raise ValueError(f'{key} must be >= {minimum}, got {value!r}')
+        raise ValueError(f'{key} must be >= {minimum}, got {short_repr(value)}')
     return float(value)
 
 
@@ -462,4 +473,4 @@ def _check_bounds(low: np.ndarray, high: np.ndarray, *, key: str) -> None:
 
 def _check_choice(value: Any, choices: tuple, *, key: str) -> None:
     if value not in choices:
-        raise ValueError(f'{key} must be one of {", ".join(choices)}, got {value!r}')
+        raise ValueError(f'{key} must be one of {", ".join(choices)}, got {short_repr(value)}')

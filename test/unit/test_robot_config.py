@@ -9,6 +9,7 @@ import copy
 from pathlib import Path
 from typing import Any, Callable
 
+import gymnasium
 import numpy as np
 import pytest
 import rclpy.node
@@ -168,6 +169,15 @@ def joint_action(params: dict) -> None:
 
 
 ERRORS: dict[str, tuple[Callable[[dict], Any], list[str]]] = {
+    # booleans: true or false only ('false' and 1 would act as True)
+    'newer_than_action_string': (lambda p: p.update(newer_than_action='false'),
+                                 ['newer_than_action', "'false'"]),
+    'to_rgb_number': (lambda p: observation(p).update(to_rgb=1),
+                      ['observations.joints.to_rgb', '1']),
+    'termination_constant_string': (lambda p: p.update(termination={'constant': 'false'}),
+                                    ['termination.constant', "'false'"]),
+    'reward_constant_string': (lambda p: p.update(reward={'constant': '1e9x'}),
+                               ['reward.constant', "'1e9x'"]),
     # message types
     'unknown_package': (lambda p: action(p).update(type='no_such_pkg/msg/Thing'),
                         ['actions.effort.type', 'no_such_pkg', 'std_msgs', 'sensor_msgs']),
@@ -386,6 +396,16 @@ def test_env_keys_are_checked_before_any_node_exists(tmp_path, key, value, error
     path = write(tmp_path / 'robot.yaml', params_file(dict(BASE, **{key: value})))
     with pytest.raises(error, match=key):
         RosEnv(path)
+
+
+@pytest.mark.parametrize('key', ['act_in_obs', 'reset_act_buf', 'benchmark', 'wait_on_done',
+                                 'last_act_on_reset', 'use_sim_time', 'newer_than_action'])
+@pytest.mark.parametrize('value', ['false', '0', 'n', 1, 0, None], ids=repr)
+def test_boolean_keywords_of_gym_make_must_be_bools(tmp_path, key, value):
+    path = write(tmp_path / 'robot.yaml', params_file(BASE))
+    with pytest.raises(ValueError) as error:
+        gymnasium.make('rtgym_ros/ros-v1', robot_config=path, **{key: value})
+    assert key in str(error.value) and repr(value) in str(error.value)
 
 
 # -- the file itself --------------------------------------------------------------------------
