@@ -144,12 +144,20 @@ class RobotSpec:
 
 def load_robot_config(path: str | Path | None = None, *, node_name: str | None = None,
                       **overrides: Any) -> tuple[dict[str, Any], RobotSpec]:
-    """Read a params file, apply ``overrides``, return (env config keys, robot spec)."""
-    # Without an explicit name, the entry of the node the env will create applies (as it would
-    # with --params-file), besides '/**'.
-    params = {} if path is None else load_params_file(
-        path, node_name=node_name or overrides.get('node_name'),
-        default_node_name=ROS_DEFAULTS['node_name'])
+    """
+    Read a params file as rcl reads it for the env's node, apply ``overrides``, check all.
+
+    The sections that apply are those rcl gives the node the env will create: ``node_name``
+    (else ``overrides['node_name']``, else ``rtgym_env``) in ``overrides['namespace']``.
+    """
+    params = {}
+    if path is not None:
+        name = node_name or overrides.get('node_name') or ROS_DEFAULTS['node_name']
+        namespace = overrides.get('namespace') or ROS_DEFAULTS['namespace']
+        for key, value in (('node_name', name), ('namespace', namespace)):
+            if not isinstance(value, str):
+                raise ValueError(f'{key} must be a string, got {short_repr(value)}')
+        params = load_params_file(path, node_name=name, namespace=namespace)
     params.update(overrides)
     return split_and_check(params)
 

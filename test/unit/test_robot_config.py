@@ -1,8 +1,9 @@
 """
 Robot configs: a params file in, a validated RobotSpec out, every mistake named by its key.
 
-No ROS node is needed to load a config, and none may be created: an autouse fixture makes
-node construction fail.
+No rclpy node is created to load a config (an autouse fixture makes ``rclpy.node.Node`` fail):
+rcl reads the file through a bare rcl node in a private context that is gone when the
+parameters are read (test/integration/test_params_rcl.py compares it with a real node).
 """
 
 import copy
@@ -110,7 +111,8 @@ def test_dotted_keys_mean_the_same_as_nested_ones(tmp_path):
     assert spec.actions[0].topic == 'other_cmd' and spec.actions[0].high.tolist() == [1.0]
 
 
-def test_wildcard_and_node_entries_merge_node_wins(tmp_path):
+def test_wildcard_and_node_entries_merge_the_later_wins(tmp_path):
+    """The node's section after '/**' wins (rcl merges in file order: '/**' after it would)."""
     document = {
         '/**': {'ros__parameters': BASE},
         'agent': {'ros__parameters': {'time_step_duration': 0.02,
@@ -118,17 +120,19 @@ def test_wildcard_and_node_entries_merge_node_wins(tmp_path):
                                       'observations': {'joints': {'max_age': 0.1}}}},
     }
     path = write(tmp_path / 'robot.yaml', document)
-    for node_name in ('agent', '/ns/agent'):
-        env_config, spec = load_robot_config(path, node_name=node_name)
+    for namespace in ('', '/'):
+        env_config, spec = load_robot_config(path, node_name='agent', namespace=namespace)
         assert env_config['time_step_duration'] == 0.02
         effort = spec.actions[0]
         assert effort.high.tolist() == [2.0] and effort.low.tolist() == [-1.0]
         assert effort.topic == 'cmd'  # kept from '/**'
         assert spec.observations[0].max_age == 0.1
         assert spec.observations[0].topic == 'joint_states'
-    env_config, spec = load_robot_config(path, node_name='other')
-    assert env_config['time_step_duration'] == 0.05
-    assert spec.actions[0].high.tolist() == [1.0] and spec.observations[0].max_age is None
+    # 'agent:' is '/agent', the node in the root namespace only (as for rcl).
+    for node_name, namespace in (('other', ''), ('agent', 'ns'), ('agent', '/a/b')):
+        env_config, spec = load_robot_config(path, node_name=node_name, namespace=namespace)
+        assert env_config['time_step_duration'] == 0.05
+        assert spec.actions[0].high.tolist() == [1.0] and spec.observations[0].max_age is None
 
 
 def test_entry_of_the_env_node_applies_without_node_name(tmp_path):
@@ -408,12 +412,23 @@ def test_boolean_keywords_of_gym_make_must_be_bools(tmp_path, key, value):
     assert key in str(error.value) and repr(value) in str(error.value)
 
 
+def test_boolean_from_the_file_is_a_bool_as_rcl_reads_it(tmp_path):
+    text = yaml.safe_dump(params_file(BASE)) + '    newer_than_action: y\n    wait_on_done: n\n'
+    env_config, spec = load_robot_config(write(tmp_path / 'robot.yaml', text))
+    assert spec.options['newer_than_action'] is True and env_config['wait_on_done'] is False
+    quoted = yaml.safe_dump(params_file(BASE)) + "    wait_on_done: 'false'\n"
+    env_config, _ = load_robot_config(write(tmp_path / 'quoted.yaml', quoted))
+    assert env_config['wait_on_done'] == 'false'  # a string for rcl too: refused by the env
+    with pytest.raises(ValueError, match="config\\['wait_on_done'\\] must be true or false"):
+        resolve_config(dict(env_config, interface=RosInterface))
+
+
 # -- the file itself --------------------------------------------------------------------------
 
 
 def test_invalid_yaml(tmp_path):
     path = write(tmp_path / 'robot.yaml', '/**:\n  ros__parameters:\n    actions: [unclosed\n')
-    with pytest.raises(ValueError, match='not valid YAML') as error:
+    with pytest.raises(ValueError, match='rcl refuses it: Error parsing') as error:
         load_robot_config(path)
     assert str(path) in str(error.value)
 
@@ -425,11 +440,12 @@ def test_missing_file(tmp_path):
 
 
 @pytest.mark.parametrize('document, expected', [
-    ({'agent': dict(BASE)}, "'agent' has no 'ros__parameters'"),
-    ({'agent': {'ros__parameters': ['a', 'b']}}, 'agent.ros__parameters must be a mapping'),
-    ({'/**': 'ros__parameters'}, "'/**' has no 'ros__parameters'"),
-    (['ros__parameters'], 'expected a mapping'),
-    ('', 'expected a mapping'),
+    ({'agent': dict(BASE)}, 'rcl refuses it: Sequences can only be values'),
+    ({'agent': {'ros__parameters': ['a', 'b']}},
+     'rcl refuses it: Cannot have a value before ros__parameters'),
+    ({'/**': 'ros__parameters'}, 'rcl refuses it: Cannot have a value before ros__parameters'),
+    (['ros__parameters'], 'rcl refuses it: Sequences cannot be key'),
+    ('', "no parameters for node '/rtgym_env'"),
     ({'/**': {'ros__parameters': {'actions': 5, 'actions.names': ['effort']}}},
      "'actions.names'"),
 ])
@@ -441,10 +457,11 @@ def test_params_file_structure_errors(tmp_path, document, expected):
 
 
 def test_no_entry_for_the_node(tmp_path):
-    document = {'left': {'ros__parameters': BASE}, 'right': {'ros__parameters': BASE}}
+    document = {'left': {'ros__parameters': BASE},
+                'right': {'ros__parameters': copy.deepcopy(BASE)}}  # no YAML alias
     with pytest.raises(ValueError) as error:
         load_robot_config(write(tmp_path / 'robot.yaml', document), node_name='middle')
-    assert "'middle'" in str(error.value) and "['left', 'right']" in str(error.value)
+    assert "'/middle'" in str(error.value) and "['left', 'right']" in str(error.value)
 
 
 @pytest.mark.parametrize('tag', [
@@ -454,11 +471,12 @@ def test_no_entry_for_the_node(tmp_path):
     '!!python/object/new:type ["X", [], {{}}]',
 ])
 def test_python_tags_are_refused_not_executed(tmp_path, tag):
+    """Tags are ignored by rcl: a tagged value is plain data (strings), refused as a reward."""
     marker = tmp_path / 'executed'
-    text = ('/**:\n  ros__parameters:\n    reward:\n      constant: '
+    text = (yaml.safe_dump(params_file(BASE)) + '    reward:\n      constant: '
             + tag.format(marker=marker) + '\n')
     path = write(tmp_path / 'robot.yaml', text)
-    with pytest.raises(ValueError, match='not valid YAML'):
+    with pytest.raises(ValueError, match='reward.constant must be a number|rcl refuses it'):
         load_robot_config(path)
     assert not marker.exists(), 'the YAML ran code'
 
