@@ -439,6 +439,24 @@ def test_missing_file(tmp_path):
         load_robot_config(path)
 
 
+def test_a_directory_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f'cannot read {tmp_path}: Is a directory'):
+        load_robot_config(tmp_path)
+
+
+@pytest.mark.parametrize('data, reason', [
+    (bytes(range(256)) * 4, 'not UTF-8 text'),  # no bare UnicodeDecodeError
+    ('/**:\n  ros__parameters:\n    a: 1\n'.encode() + b'\0\1\2', 'binary data'),
+    ('\ufeff/**:\n  ros__parameters:\n    a: 1\n'.encode('utf-16'), 'not UTF-8 text'),
+], ids=['bytes', 'nul', 'utf-16'])
+def test_a_binary_file_is_named(tmp_path, data, reason):
+    path = tmp_path / 'robot.yaml'
+    path.write_bytes(data)
+    with pytest.raises(ValueError, match=reason) as error:
+        load_robot_config(path)
+    assert str(path) in str(error.value) and len(str(error.value)) < len(str(path)) + 100
+
+
 @pytest.mark.parametrize('document, expected', [
     ({'agent': dict(BASE)}, 'rcl refuses it: Sequences can only be values'),
     ({'agent': {'ros__parameters': ['a', 'b']}},
