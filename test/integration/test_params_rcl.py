@@ -10,6 +10,7 @@ node, rcl gives it nothing and ours refuses, naming the node and listing the sec
 
 import json
 import math
+import os
 from pathlib import Path
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 import pytest
-from ros_probe import CHILD_ENV, REPO
+from ros_probe import CHILD_ENV, REPO, wait_until
 from rtgym_ros.core.config import resolve_config
 from rtgym_ros.robot.interface import RosInterface
 from rtgym_ros.robot.loader import load_robot_config
@@ -306,3 +307,25 @@ def test_gym_make_drives_the_robot_of_its_namespace(tmp_path):
         assert node.count_publishers('/r1/effort') == 0
     finally:
         env.close()
+
+
+def test_reading_leaves_no_node_thread_or_socket_behind(probe, tmp_path):
+    """Each read makes an rcl node (a DDS participant) in a private context and removes it."""
+    path = tmp_path / 'robot.yaml'
+    path.write_text(section('a: 1'))
+    name = f'params_reader_{os.getpid()}'
+    load_params_file(path, node_name=name)  # once: rclpy's logging and type support load
+
+    def counts() -> tuple[int, int]:
+        return len(os.listdir('/proc/self/task')), len(os.listdir('/proc/self/fd'))
+
+    before = counts()
+    start = time.perf_counter()
+    for _ in range(20):
+        assert load_params_file(path, node_name=name) == {'a': 1}
+    per_read = (time.perf_counter() - start) / 20
+    after = counts()
+    assert after[0] <= before[0] + 2 and after[1] <= before[1] + 2, (before, after)
+    assert per_read < 0.2, f'{per_read * 1e3:.1f} ms per read'  # ~4 ms on a quiet machine
+    wait_until(lambda: name not in probe.node.get_node_names(), 5.0,
+               f'{name} to leave the ROS graph')
