@@ -102,8 +102,14 @@ CASES: dict[str, tuple[str, str, str]] = {
     '/** then node: node wins': (section('a: 2') + section('a: 1\nb: 1', '/r2/rtgym_env'),
                                  'rtgym_env', 'r2'),
     'two /** blocks merge': (section('a: 2\nc: 1') + section('b: 3\nc: 2'), 'rtgym_env', ''),
-    '/**, node, /**': (section('a: 1') + section('a: 2', '/rtgym_env') + section('a: 3'),
-                       'rtgym_env', ''),
+    # a repeated section name joins its first occurrence: its place in the order is the first
+    '/**, node, /** again: node wins': (section('a: 1') + section('a: 2', '/rtgym_env')
+                                        + section('a: 3\nb: 3'), 'rtgym_env', ''),
+    'node, /**, node again: /** wins': (section('a: 2', '/rtgym_env') + section('a: 1')
+                                        + section('a: 5\nb: 1', '/rtgym_env'),
+                                        'rtgym_env', ''),
+    'exact, /*/, /**': (section('a: 2', '/r2/rtgym_env') + section('a: 3', '/*/rtgym_env')
+                        + section('b: 1'), 'rtgym_env', 'r2'),
     'nested r1: rtgym_env:': ('r1:\n  rtgym_env:\n    ros__parameters:\n      a: 1\n',
                               'rtgym_env', 'r1'),
     'nested r1: rtgym_env:, r2': ('r1:\n  rtgym_env:\n    ros__parameters:\n      a: 1\n',
