@@ -148,7 +148,8 @@ def load_robot_config(path: str | Path | None = None, *, node_name: str | None =
     Read a params file as rcl reads it for the env's node, apply ``overrides``, check all.
 
     The sections that apply are those rcl gives the node the env will create: ``node_name``
-    (else ``overrides['node_name']``, else ``rtgym_env``) in ``overrides['namespace']``.
+    (else ``overrides['node_name']``, else ``rtgym_env``) in ``overrides['namespace']``; rcl
+    reads the file in the env's ``domain_id``.
     """
     params = {}
     if path is not None:
@@ -157,7 +158,18 @@ def load_robot_config(path: str | Path | None = None, *, node_name: str | None =
         for key, value in (('node_name', name), ('namespace', namespace)):
             if not isinstance(value, str):
                 raise ValueError(f'{key} must be a string, got {short_repr(value)}')
-        params = load_params_file(path, node_name=name, namespace=namespace)
+        domain_id = overrides.get('domain_id')  # checked by the env; here only if usable
+        if isinstance(domain_id, bool) or not isinstance(domain_id, int) \
+                or not 0 <= domain_id <= 232:
+            domain_id = None
+        params = load_params_file(path, node_name=name, namespace=namespace,
+                                  domain_id=domain_id)
+        named = [key for key in ('node_name', 'namespace') if key in params]
+        if named:
+            raise ValueError(f'robot_config {path}: {" and ".join(named)} cannot come from the '
+                             "file: rcl picks the file's sections by the node's name and "
+                             'namespace, so give them to gym.make (node_name=, namespace=) or '
+                             'on the command line (-r __node:=NAME -r __ns:=/NS)')
     params.update(overrides)
     return split_and_check(params)
 

@@ -22,9 +22,13 @@ _MAX_SECTIONS = 10
 
 
 def load_params_file(path: str | Path, *, node_name: str, namespace: str = '',
-                     source: str = 'robot_config') -> dict[str, Any]:
+                     source: str = 'robot_config',
+                     domain_id: int | None = None) -> dict[str, Any]:
     """
     Return the parameters rcl gives node ``namespace/node_name`` from ``path``, nested.
+
+    rcl reads the file for a bare node in a private context, in ``domain_id`` (None:
+    ``ROS_DOMAIN_ID``), that is gone when this returns.
 
     :raises FileNotFoundError: the file cannot be read (missing, a directory, no permission).
     :raises ValueError: not a text file, rcl refuses it, or no section applies to the node.
@@ -33,7 +37,7 @@ def load_params_file(path: str | Path, *, node_name: str, namespace: str = '',
     text = _read_text(path, source=source)
     given = read_node_parameters(['rtgym_ros', '--ros-args', '--params-file', str(path)],
                                  default_node_name=node_name, namespace=namespace,
-                                 source=f'{source} {path}')
+                                 source=f'{source} {path}', domain_id=domain_id)
     if not given.parameters:
         raise ValueError(f'{source} {path}: no parameters for node {given.full_name!r}; the '
                          f'file has sections {section_names(text)} (a section applies to the '

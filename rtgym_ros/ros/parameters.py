@@ -42,19 +42,22 @@ class NodeParameters:
 
 
 def read_node_parameters(args: list[str], *, default_node_name: str, namespace: str = '',
-                         source: str = 'parameters') -> NodeParameters:
+                         source: str = 'parameters',
+                         domain_id: int | None = None) -> NodeParameters:
     """
     Return the parameters that rcl gives a node called ``default_node_name`` (or its remap).
 
     :param args: a command line (``sys.argv``); rcl reads its ``--ros-args`` part.
     :param namespace: the node's namespace unless ``args`` remaps it (``-r __ns:=/r1``).
     :param source: what errors name (a file, the command line).
+    :param domain_id: the domain of the throw-away node (None: ``ROS_DOMAIN_ID``).
     :raises ValueError: rcl refuses the arguments (the file's YAML, a mixed list, an alias),
         the name or namespace is invalid, or a parameter has no type (``[]``, ``{}``).
     """
     context = Context()
     try:
-        rclpy.init(args=args, context=context, signal_handler_options=SignalHandlerOptions.NO)
+        rclpy.init(args=args, context=context, domain_id=domain_id,
+                   signal_handler_options=SignalHandlerOptions.NO)
     except (_rclpy.RCLError, _rclpy.UnknownROSArgsError) as error:
         raise ValueError(f'{source}: rcl refuses it: {rcl_reason(error)}') from None
     try:
