@@ -76,9 +76,9 @@ def read_node_parameters(args: list[str], *, default_node_name: str, namespace: 
         if parameter_name in _BUILTIN_PARAMETERS:
             continue
         if parameter.type_ == Parameter.Type.NOT_SET:
-            raise ValueError(f'{source}: parameter {parameter_name!r} has no value rcl can type '
-                             '(an empty list [] or mapping {}); ROS nodes refuse it too: give '
-                             'it values or remove it')
+            raise ValueError(f'{source}: parameter {_bounded(repr(parameter_name))} has no '
+                             'value rcl can type (an empty list [] or mapping {}); ROS nodes '
+                             'refuse it too: give it values or remove it')
         flat[parameter_name] = _plain(parameter)
     return NodeParameters(node_name=name, namespace=namespace,
                           parameters=unflatten(flat, source=source))
@@ -102,8 +102,8 @@ def _rcl_node(context: Context, name: str, namespace: str, *, source: str) -> An
             validate_namespace(namespace if namespace.startswith('/') else f'/{namespace}')
         except NameValidationException as invalid:
             reason = _bounded(str(invalid).splitlines()[0])
-        raise ValueError(f'{source}: cannot name a node {name!r} in namespace '
-                         f'{namespace!r}: {reason}') from None
+        raise ValueError(f'{source}: cannot name a node {_bounded(repr(name))} in namespace '
+                         f'{_bounded(repr(namespace))}: {reason}') from None
 
 
 def rcl_reason(error: BaseException) -> str:
@@ -145,16 +145,17 @@ def unflatten(parameters: dict[str, Any], *, source: str = 'parameters') -> dict
         for depth, part in enumerate(parts[:-1]):
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise ValueError(f'{source}: parameter {name!r} nests under '
-                                 f'{".".join(parts[:depth + 1])!r}, which holds a value')
+                raise ValueError(f'{source}: parameter {_bounded(repr(name))} nests under '
+                                 f'{_bounded(repr(".".join(parts[:depth + 1])))}, which holds '
+                                 'a value')
         leaf = unflatten(value, source=source) if isinstance(value, dict) \
             else _check_list(name, value)
         before = node.get(parts[-1])
         if isinstance(before, dict) and isinstance(leaf, dict):
             merge_nested(before, leaf)
         elif isinstance(before, dict) or (parts[-1] in node and isinstance(leaf, dict)):
-            raise ValueError(f'{source}: parameter {name!r} is given a value and also nested '
-                             'parameters (a.b beside a)')
+            raise ValueError(f'{source}: parameter {_bounded(repr(name))} is given a value '
+                             'and also nested parameters (a.b beside a)')
         else:
             node[parts[-1]] = leaf
     return nested
