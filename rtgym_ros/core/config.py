@@ -7,7 +7,8 @@ import warnings
 import numpy as np
 
 from rtgym_ros.core.interface import RealTimeGymInterface
-from rtgym_ros.core.validate import check_choice, check_int, check_number
+from rtgym_ros.core.validate import (check_bool, check_choice, check_int, check_number,
+                                     short_repr)
 
 RTGYM_DEFAULTS: dict[str, Any] = {
     'interface': RealTimeGymInterface,  # replace by your own RealTimeGymInterface subclass
@@ -47,6 +48,9 @@ ACTION_BUFFER_KEY = 'action_buffer'
 
 DEFAULT_CONFIG_DICT: dict[str, Any] = {**RTGYM_DEFAULTS, **ROS_DEFAULTS}
 """Copy this, set ``'interface'``, and pass it as ``gym.make(..., config=cfg)``."""
+
+BOOL_KEYS = tuple(key for key, value in DEFAULT_CONFIG_DICT.items() if isinstance(value, bool))
+"""Keys that take true or false only ('false' or 0 would otherwise act as True or False)."""
 
 
 @dataclass
@@ -94,7 +98,7 @@ def resolve_config(config: dict | None) -> EnvConfig:
 
     interface = values['interface']
     if not isinstance(interface, type):
-        raise TypeError(f"config['interface'] must be a class, got {interface!r}")
+        raise TypeError(f"config['interface'] must be a class, got {short_repr(interface)}")
     if interface is RealTimeGymInterface:
         raise ValueError("config['interface'] must be your RealTimeGymInterface subclass, "
                          'got the abstract RealTimeGymInterface itself')
@@ -109,10 +113,13 @@ def resolve_config(config: dict | None) -> EnvConfig:
     benchmark_type = str(values['benchmark_type']).lower()
     if benchmark_type not in ('polyak', 'trace'):
         raise ValueError("config['benchmark_type'] must be 'polyak' or 'trace', "
-                         f"got {values['benchmark_type']!r}")
+                         f"got {short_repr(values['benchmark_type'])}")
+    for key in BOOL_KEYS:
+        check_bool(values[key], key=f"config['{key}']")
     for key in ('act_prepro_func', 'obs_prepro_func'):
         if values[key] is not None and not callable(values[key]):
-            raise TypeError(f"config['{key}'] must be callable or None, got {values[key]!r}")
+            raise TypeError(f"config['{key}'] must be callable or None, "
+                            f'got {short_repr(values[key])}')
     domain_id = values['domain_id']
     if domain_id is not None:
         check_int(domain_id, key="config['domain_id']", minimum=0, maximum=232)

@@ -9,23 +9,28 @@ Values in messages are shortened: an error never prints an unbounded value.
 from collections.abc import Iterable
 import math
 import numbers
+import reprlib
 from typing import Any
 
 import numpy as np
 
-_SHOWN = 120  # characters of a value an error message shows at most
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 80
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 8
+_SHORT.maxlevel = 3
+_SHORT_MAX = 200  # characters of a value an error message shows at most
 
 
 class WrongTypeError(TypeError, ValueError):
     """A value of the wrong type: a TypeError, and a ValueError like every other config error."""
 
 
-def shown(value: Any) -> str:
-    """Return ``repr(value)``, cut to a bounded length (values may be huge lists)."""
-    if isinstance(value, (list, tuple)) and len(value) > 16:
-        return f'[{", ".join(shown(v) for v in value[:8])}, ... ({len(value)} items)]'
-    text = repr(value)
-    return text if len(text) <= _SHOWN else text[:_SHOWN - 3] + '...'
+def short_repr(value: Any) -> str:
+    """Return ``repr(value)`` bounded in length: error messages never print unbounded values."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    text = _SHORT.repr(value)
+    return text if len(text) <= _SHORT_MAX else text[:_SHORT_MAX - 5] + ' ...' + text[-1]
 
 
 def is_number(value: Any) -> bool:
@@ -38,16 +43,16 @@ def check_number(value: Any, *, key: str, minimum: float | None = None,
                  allow_inf: bool = False) -> float:
     """Return ``value`` as a float, or raise ValueError: not a number, NaN, inf, out of range."""
     if not is_number(value) or math.isnan(value):
-        raise WrongTypeError(f'{key} must be a number, got {shown(value)}')
+        raise WrongTypeError(f'{key} must be a number, got {short_repr(value)}')
     finite = 'a number' if allow_inf else 'a finite number'
     if math.isinf(value) and not allow_inf:
-        raise ValueError(f'{key} must be {finite}, got {shown(value)}')
+        raise ValueError(f'{key} must be {finite}, got {short_repr(value)}')
     if minimum is not None and value < minimum:
-        raise ValueError(f'{key} must be {finite} >= {minimum:g}, got {shown(value)}')
+        raise ValueError(f'{key} must be {finite} >= {minimum:g}, got {short_repr(value)}')
     if above is not None and value <= above:
-        raise ValueError(f'{key} must be {finite} > {above:g}, got {shown(value)}')
+        raise ValueError(f'{key} must be {finite} > {above:g}, got {short_repr(value)}')
     if maximum is not None and value > maximum:
-        raise ValueError(f'{key} must be {finite} <= {maximum:g}, got {shown(value)}')
+        raise ValueError(f'{key} must be {finite} <= {maximum:g}, got {short_repr(value)}')
     return float(value)
 
 
@@ -55,18 +60,18 @@ def check_int(value: Any, *, key: str, minimum: int | None = None,
               maximum: int | None = None) -> int:
     """Return ``value`` as an int, or raise ValueError (floats such as 2.0 are refused)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise WrongTypeError(f'{key} must be an integer, got {shown(value)}')
+        raise WrongTypeError(f'{key} must be an integer, got {short_repr(value)}')
     if minimum is not None and value < minimum:
-        raise ValueError(f'{key} must be an integer >= {minimum}, got {shown(value)}')
+        raise ValueError(f'{key} must be an integer >= {minimum}, got {short_repr(value)}')
     if maximum is not None and value > maximum:
-        raise ValueError(f'{key} must be an integer <= {maximum}, got {shown(value)}')
+        raise ValueError(f'{key} must be an integer <= {maximum}, got {short_repr(value)}')
     return int(value)
 
 
 def check_bool(value: Any, *, key: str) -> bool:
     """Return ``value`` if it is a bool; ``'false'``, ``0`` or ``'n'`` are refused, not guessed."""
     if not isinstance(value, (bool, np.bool_)):
-        raise WrongTypeError(f'{key} must be true or false, got {shown(value)} '
+        raise WrongTypeError(f'{key} must be true or false, got {short_repr(value)} '
                              f'({type(value).__name__})')
     return bool(value)
 
@@ -76,7 +81,7 @@ def check_choice(value: Any, choices: Iterable[Any], *, key: str) -> Any:
     choices = tuple(choices)
     if isinstance(value, (bool, np.bool_)) or value not in choices:
         listed = ', '.join(str(c) for c in choices)
-        raise ValueError(f'{key} must be one of {listed}, got {shown(value)}')
+        raise ValueError(f'{key} must be one of {listed}, got {short_repr(value)}')
     return value
 
 
@@ -86,12 +91,12 @@ def check_vector(value: Any, *, key: str, size: int | None = None, finite: bool 
     if is_number(value):
         value = [value]
     if not isinstance(value, (list, tuple, np.ndarray)) or not all(is_number(v) for v in value):
-        raise WrongTypeError(f'{key} must be a list of numbers, got {shown(value)}')
+        raise WrongTypeError(f'{key} must be a list of numbers, got {short_repr(value)}')
     vector = np.asarray(value, dtype=np.float64).reshape(-1)
     if size is not None and vector.size != size:
         raise ValueError(f'{key} must have {size} values, got {vector.size}')
     if finite and not np.all(np.isfinite(vector)):
-        raise ValueError(f'{key} must be finite, got {shown(vector.tolist())}')
+        raise ValueError(f'{key} must be finite, got {short_repr(vector.tolist())}')
     if minimum is not None and np.any(vector < minimum):
-        raise ValueError(f'{key} must be >= {minimum:g}, got {shown(vector.tolist())}')
+        raise ValueError(f'{key} must be >= {minimum:g}, got {short_repr(vector.tolist())}')
     return vector

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from rtgym_ros.core.timing import capture_spacing_errors
+from rtgym_ros.core.validate import check_bool
 from rtgym_ros.nodes.policies import make_policy
 from rtgym_ros.nodes.signals import ignore_stop_signals
 from rtgym_ros.robot.env import RosEnv
@@ -139,9 +140,14 @@ def write_plot(path: str, records: list[EpisodeRecord], period: float) -> None:
 
 def main(args: list[str] | None = None) -> int:
     args = sys.argv if args is None else args
-    given = read_node_parameters(args, default_node_name='agent')
-    parameters = dict(given.parameters)
-    options = {key: parameters.pop(key, default) for key, default in AGENT_DEFAULTS.items()}
+    try:
+        given = read_node_parameters(args, default_node_name='agent', source='agent --ros-args')
+        parameters = dict(given.parameters)
+        options = {key: parameters.pop(key, default) for key, default in AGENT_DEFAULTS.items()}
+        check_bool(options['progress'], key='progress')
+    except ValueError as error:
+        print(f'agent: invalid parameters: {error}', file=sys.stderr)
+        return 2
     _raise_on_sigterm()
     try:
         env = RosEnv(node_name=given.node_name, namespace=given.namespace, **parameters)

@@ -16,7 +16,7 @@ import numpy as np
 from rclpy.node import Node
 
 from rtgym_ros.core.interface import RealTimeGymInterface
-from rtgym_ros.core.validate import shown
+from rtgym_ros.core.validate import short_repr
 from rtgym_ros.robot.slots import SignalSlot, Slot, wait_all
 from rtgym_ros.robot.spec import RobotSpec, ServiceSpec, SignalSpec
 from rtgym_ros.ros.deferred_log import DeferredLog
@@ -217,8 +217,8 @@ class RosInterface(RealTimeGymInterface):
         """Apply ``out_of_bounds``: 'flag' (as is), 'clip' (NaN stays, flagged), 'error'."""
         space = slot.spec.space
         message = (f'observations.{slot.name} ({slot.spec.topic}) is outside its space '
-                   f'[{shown(space.low.tolist())}, {shown(space.high.tolist())}]: '
-                   f'{shown(value.tolist())}')
+                   f'[{short_repr(space.low.tolist())}, {short_repr(space.high.tolist())}]: '
+                   f'{short_repr(value.tolist())}')
         policy = slot.spec.out_of_bounds
         if policy == 'error':
             raise RuntimeError(message)

@@ -14,7 +14,8 @@ import numpy as np
 from rclpy.exceptions import InvalidServiceNameException, InvalidTopicNameException
 from rclpy.validate_topic_name import validate_topic_name
 from rtgym_ros.core.config import ACTION_BUFFER_KEY, ROS_DEFAULTS, RTGYM_DEFAULTS
-from rtgym_ros.core.validate import check_bool, check_choice, check_number, check_vector
+from rtgym_ros.core.validate import (check_bool, check_choice, check_number, check_vector,
+                                     short_repr)
 from rtgym_ros.msgconv.readers import compile_reader, FieldReader
 from rtgym_ros.msgconv.type_names import load_message_type, load_service_type
 from rtgym_ros.msgconv.writers import compile_writer
@@ -37,12 +38,32 @@ _ROBOT_KEYS = ('actions', 'observations', 'reward', 'termination', 'reset', 'pau
 
 def load_robot_config(path: str | Path | None = None, *, node_name: str | None = None,
                       **overrides: Any) -> tuple[dict[str, Any], RobotSpec]:
-    """Read a params file, apply ``overrides``, return (env config keys, robot spec)."""
-    # Without an explicit name, the entry of the node the env will create applies (as it would
-    # with --params-file), besides '/**'.
-    params = {} if path is None else load_params_file(
-        path, node_name=node_name or overrides.get('node_name'),
-        default_node_name=ROS_DEFAULTS['node_name'])
+    """
+    Read a params file as rcl reads it for the env's node, apply ``overrides``, check all.
+
+    The sections that apply are those rcl gives the node the env will create: ``node_name``
+    (else ``overrides['node_name']``, else ``rtgym_env``) in ``overrides['namespace']``; rcl
+    reads the file in the env's ``domain_id``.
+    """
+    params = {}
+    if path is not None:
+        name = node_name or overrides.get('node_name') or ROS_DEFAULTS['node_name']
+        namespace = overrides.get('namespace') or ROS_DEFAULTS['namespace']
+        for key, value in (('node_name', name), ('namespace', namespace)):
+            if not isinstance(value, str):
+                raise ValueError(f'{key} must be a string, got {short_repr(value)}')
+        domain_id = overrides.get('domain_id')  # checked by the env; here only if usable
+        if isinstance(domain_id, bool) or not isinstance(domain_id, int) \
+                or not 0 <= domain_id <= 232:
+            domain_id = None
+        params = load_params_file(path, node_name=name, namespace=namespace,
+                                  domain_id=domain_id)
+        named = [key for key in ('node_name', 'namespace') if key in params]
+        if named:
+            raise ValueError(f'robot_config {path}: {" and ".join(named)} cannot come from the '
+                             "file: rcl picks the file's sections by the node's name and "
+                             'namespace, so give them to gym.make (node_name=, namespace=) or '
+                             'on the command line (-r __node:=NAME -r __ns:=/NS)')
     params.update(overrides)
     return split_and_check(params)
 
@@ -109,23 +130,24 @@ def _options(params: dict[str, Any]) -> RobotOptions:
 def _groups(params: dict, key: str, build: Callable) -> list:
     section = params.get(key)
     if not isinstance(section, dict):
-        raise ValueError(f'{key} must be a mapping with a names list, got {section!r}')
+        raise ValueError(f'{key} must be a mapping with a names list, got {short_repr(section)}')
     names = section.get('names')
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        raise ValueError(f'{key}.names must be a non-empty list of names, got {names!r}')
+        raise ValueError(f'{key}.names must be a non-empty list of names, got {short_repr(names)}')
     if len(set(names)) != len(names):
-        raise ValueError(f'{key}.names has duplicates: {names}')
+        raise ValueError(f'{key}.names has duplicates: {short_repr(names)}')
     if key == 'observations' and ACTION_BUFFER_KEY in names:
         raise ValueError(f"observations.names must not contain '{ACTION_BUFFER_KEY}', the key of "
                          'the action buffer in observations')
     extra = sorted(set(section) - {'names', *names})
     if extra:
-        raise ValueError(f'{key} has entries {extra} that are not in {key}.names {names}')
+        raise ValueError(f'{key} has entries {short_repr(extra)} that are not in {key}.names '
+                         f'{short_repr(names)}')
     groups = []
     for name in names:
         if not isinstance(section.get(name), dict):
             raise ValueError(f'{key}.{name} must be a mapping (it is listed in {key}.names), '
-                             f'got {section.get(name)!r}')
+                             f'got {short_repr(section.get(name))}')
         groups.append(build(name, section[name], key=f'{key}.{name}'))
     return groups
 
@@ -150,10 +172,10 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
         if len(values) != writer.size:
             raise ValueError(f'{key}.{what} must have {writer.size} values, got {len(values)}')
         if not np.all(np.isfinite(values)):
-            raise ValueError(f'{key}.{what} must be finite, got {values.tolist()}')
+            raise ValueError(f'{key}.{what} must be finite, got {short_repr(values)}')
     _check_bounds(low, high, key=key)
     if np.any(default < low) or np.any(default > high):
-        raise ValueError(f'{key}.default must lie within low and high, got {default.tolist()}')
+        raise ValueError(f'{key}.default must lie within low and high, got {short_repr(default)}')
     stamp = entry.get('stamp', 'now')
     check_choice(stamp, ('now', 'zero'), key=f'{key}.stamp')
     max_delta = None
@@ -164,7 +186,7 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
                              f'got {len(max_delta)}')
         if not np.all(max_delta > 0.0) or not np.all(np.isfinite(max_delta)):
             raise ValueError(f'{key}.max_delta must be finite numbers > 0, '
-                             f'got {max_delta.tolist()}')
+                             f'got {short_repr(max_delta)}')
     on_stop = entry.get('on_stop', 'default')
     check_choice(on_stop, ('default', 'hold'), key=f'{key}.on_stop')
     return ActionGroup(name=name, topic=_topic(entry, key=key), writer=writer, low=low,
@@ -239,7 +261,7 @@ def _signal(value: Any, *, key: str, default_type: str, constant: Any) -> Signal
         return SignalSpec(constant=constant)
     if not isinstance(value, dict):
         raise ValueError(f'{key} must be a mapping with topic, function or constant, '
-                         f'got {value!r}')
+                         f'got {short_repr(value)}')
     _check_keys(value, ('topic', 'type', 'field', 'qos', 'function', 'constant', 'default'),
                 key=key)
     sources = [s for s in ('topic', 'function', 'constant') if s in value]
@@ -249,7 +271,9 @@ def _signal(value: Any, *, key: str, default_type: str, constant: Any) -> Signal
     if len(sources) != 1:
         raise ValueError(f'{key} needs exactly one of topic, function, constant; got {sources}')
     if 'constant' in value:
-        return SignalSpec(constant=value['constant'])
+        if isinstance(constant, bool):  # termination: true or false, never 'false'
+            return SignalSpec(constant=check_bool(value['constant'], key=f'{key}.constant'))
+        return SignalSpec(constant=check_number(value['constant'], key=f'{key}.constant'))
     if 'function' in value:
         return SignalSpec(function=load_callable(value['function'], key=f'{key}.function'))
     msg_type = load_message_type(value.get('type', default_type), key=f'{key}.type')
@@ -267,7 +291,7 @@ def _signal(value: Any, *, key: str, default_type: str, constant: Any) -> Signal
 def _service(value: Any, *, key: str, timeout: float, data: bool) -> ServiceSpec:
     if not isinstance(value, dict):
         raise ValueError(f'{key} must be a mapping with service (+ type) or function, '
-                         f'got {value!r}')
+                         f'got {short_repr(value)}')
     _check_keys(value, ('service', 'type', 'data', 'function', 'timeout'), key=key)
     timeout = check_number(value.get('timeout', timeout), key=f'{key}.timeout', minimum=0.0)
     if ('service' in value) == ('function' in value):
@@ -278,12 +302,12 @@ def _service(value: Any, *, key: str, timeout: float, data: bool) -> ServiceSpec
     type_name = value.get('type', 'std_srvs/srv/Empty')
     if type_name not in SERVICE_TYPES:
         raise ValueError(f'{key}.type must be one of {", ".join(SERVICE_TYPES)}, '
-                         f'got {type_name!r}')
+                         f'got {short_repr(type_name)}')
     service_type = load_service_type(type_name, key=f'{key}.type')
     is_set_bool = type_name.endswith('/SetBool')
     value_data = value.get('data', data)
     if not isinstance(value_data, bool):
-        raise ValueError(f'{key}.data must be true or false, got {value_data!r}')
+        raise ValueError(f'{key}.data must be true or false, got {short_repr(value_data)}')
     return ServiceSpec(service=_name(value['service'], key=f'{key}.service'),
                        service_type=service_type, data=value_data if is_set_bool else None,
                        timeout=timeout)
@@ -314,7 +338,8 @@ def _fields(entry: dict, *, key: str, image: bool = False) -> list[str]:
             return ['data']
         raise ValueError(f'{key}.fields is required (a list of field paths)')
     if not isinstance(fields, list) or not fields or not all(isinstance(f, str) for f in fields):
-        raise ValueError(f'{key}.fields must be a non-empty list of field paths, got {fields!r}')
+        raise ValueError(f'{key}.fields must be a non-empty list of field paths, '
+                         f'got {short_repr(fields)}')
     return fields
 
 
@@ -325,12 +350,13 @@ def _topic(entry: dict, *, key: str) -> str:
 def _name(value: Any, *, key: str) -> str:
     """Check a ROS name (relative names resolve under the env's namespace)."""
     if not isinstance(value, str) or not value:
-        raise ValueError(f'{key} must be a topic or service name, got {value!r}')
+        raise ValueError(f'{key} must be a topic or service name, got {short_repr(value)}')
     try:
         validate_topic_name(value, is_service=key.endswith('.service'))
     except (InvalidServiceNameException, InvalidTopicNameException) as error:
         reason = str(error).splitlines()[0]
-        raise ValueError(f'{key} must be a valid ROS name, got {value!r}: {reason}') from None
+        raise ValueError(f'{key} must be a valid ROS name, got {short_repr(value)}: '
+                         f'{reason}') from None
     return value
 
 

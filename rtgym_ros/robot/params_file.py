@@ -1,77 +1,86 @@
 """
-Read a ROS 2 parameters file (``<node>: ros__parameters: ...``) as one nested dict.
+Read a robot config, a ROS 2 params file, exactly as rcl reads it for the env's node.
 
 The same YAML serves ``ros2 launch``, ``--ros-args --params-file`` and ``gym.make(...,
-robot_config=FILE)``. Parameters may be nested mappings or dotted names
-(``actions.torque.topic``), as rcl accepts both; they are merged into one nested dict.
-Loading is ``yaml.safe_load``: a config can name data, never code to run.
+robot_config=FILE)``, so one reader serves all three: rcl itself, given the node's name and
+namespace (:func:`rtgym_ros.ros.parameters.read_node_parameters`). Scalars are typed as rcl
+types them (``1e9`` a double, ``1_000`` and ``~`` strings, ``y`` a bool), sections match the
+node's full name (``/r2/rtgym_env``, ``/*/rtgym_env``, ``/**``) and merge in file order, and
+what rcl refuses (aliases, ``<<`` merge keys, keys beside ``ros__parameters``, mixed lists) is
+refused. Dotted names (``actions.torque.topic``) and nested mappings become one nested dict.
+A config names data, never code to run: rcl has no YAML tags that construct objects.
 """
 
 from pathlib import Path
 from typing import Any
 
-from rtgym_ros.ros.parameters import merge_nested, unflatten
+from rtgym_ros.ros.parameters import read_node_parameters
 import yaml
 
-WILDCARD = '/**'
+# Section names listed in an error message, at most.
+_MAX_SECTIONS = 10
 
 
-def load_params_file(path: str | Path, *, node_name: str | None = None,
-                     default_node_name: str | None = None) -> dict[str, Any]:
+def load_params_file(path: str | Path, *, node_name: str, namespace: str = '',
+                     source: str = 'robot_config',
+                     domain_id: int | None = None) -> dict[str, Any]:
     """
-    Parameters that apply to ``node_name`` (``/**`` first, the node's own entry wins).
+    Return the parameters rcl gives node ``namespace/node_name`` from ``path``, nested.
 
-    Without ``node_name``, a file with a single entry applies whatever its name; otherwise the
-    entry of ``default_node_name`` (the name the node will get) applies.
+    rcl reads the file for a bare node in a private context, in ``domain_id`` (None:
+    ``ROS_DOMAIN_ID``), that is gone when this returns.
+
+    :raises FileNotFoundError: the file cannot be read (missing, a directory, no permission).
+    :raises ValueError: not a text file, rcl refuses it, or no section applies to the node.
     """
     path = Path(path)
+    text = _read_text(path, source=source)
+    given = read_node_parameters(['rtgym_ros', '--ros-args', '--params-file', str(path)],
+                                 default_node_name=node_name, namespace=namespace,
+                                 source=f'{source} {path}', domain_id=domain_id)
+    if not given.parameters:
+        raise ValueError(f'{source} {path}: no parameters for node {given.full_name!r}; the '
+                         f'file has sections {section_names(text)} (a section applies to the '
+                         "node's full name, /* stands for one namespace level, /** for any)")
+    return given.parameters
+
+
+def _read_text(path: Path, *, source: str) -> str:
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as error:
-        raise FileNotFoundError(f'robot_config: cannot read {path}: {error.strerror}') from None
+        raise FileNotFoundError(f'{source}: cannot read {path}: '
+                                f'{error.strerror or error}') from None
     try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise ValueError(f'robot_config: {path} is not valid YAML: {error}') from None
-    return params_for_node(document, node_name=node_name, source=str(path),
-                           default_node_name=default_node_name)
+        text = data.decode('utf-8')
+    except UnicodeDecodeError as error:
+        raise ValueError(f'{source} {path}: not a params file: not UTF-8 text '
+                         f'(byte {error.start})') from None
+    if '\0' in text:
+        raise ValueError(f'{source} {path}: not a params file: binary data (a NUL byte at '
+                         f'{text.index(chr(0))})')
+    return text
 
 
-def params_for_node(document: Any, *, node_name: str | None = None,
-                    source: str = 'robot_config',
-                    default_node_name: str | None = None) -> dict[str, Any]:
-    """Pick and merge the ``ros__parameters`` blocks of a parsed params file."""
-    if not isinstance(document, dict) or not document:
-        raise ValueError(f'{source}: expected a mapping of node names to '
-                         f"'ros__parameters', got {type(document).__name__}")
-    blocks = []
-    for name, entry in document.items():
-        if not isinstance(entry, dict) or 'ros__parameters' not in entry:
-            raise ValueError(f"{source}: entry {name!r} has no 'ros__parameters' mapping")
-        if _applies(str(name), node_name, single=len(document) == 1,
-                    default=default_node_name):
-            parameters = entry['ros__parameters']
-            if not isinstance(parameters, dict):
-                raise ValueError(f'{source}: {name}.ros__parameters must be a mapping, '
-                                 f'got {type(parameters).__name__}')
-            blocks.append((str(name) != WILDCARD, parameters))
-    if not blocks:
-        raise ValueError(f'{source}: no entry for node {node_name!r} nor {WILDCARD!r}; '
-                         f'entries: {sorted(map(str, document))}')
-    merged: dict[str, Any] = {}
-    for _, parameters in sorted(blocks, key=lambda block: block[0]):  # '/**' first
-        merge_nested(merged, unflatten(parameters))
-    return merged
+def section_names(text: str) -> list[str]:
+    """Return the node names of the file's sections, as written (for error messages)."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return []
+    names: list[str] = []
+    _collect_sections(root, [], names)
+    if len(names) > _MAX_SECTIONS:
+        names = names[:_MAX_SECTIONS] + [f'... {len(names) - _MAX_SECTIONS} more']
+    return names
 
 
-def _applies(entry_name: str, node_name: str | None, *, single: bool,
-             default: str | None) -> bool:
-    if entry_name == WILDCARD:
-        return True
-    if node_name is None:
-        if single:
-            return True
-        node_name = default
-    if node_name is None:
-        return False
-    return entry_name.lstrip('/').split('/')[-1] == node_name.lstrip('/').split('/')[-1]
+def _collect_sections(node: Any, path: list[str], names: list[str]) -> None:
+    if not isinstance(node, yaml.MappingNode) or len(path) > 8:
+        return
+    for key, value in node.value:
+        name = str(key.value)[:100]
+        if name == 'ros__parameters':
+            names.append('/'.join(path))
+        else:
+            _collect_sections(value, [*path, name], names)

@@ -5,6 +5,8 @@ from typing import Any
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, qos_profile_sensor_data,
                        qos_profile_system_default, QoSProfile, ReliabilityPolicy)
 
+from rtgym_ros.core.validate import short_repr
+
 PRESETS = ('sensor_data', 'reliable', 'best_effort', 'system_default')
 _DURABILITY = {'volatile': DurabilityPolicy.VOLATILE,
                'transient_local': DurabilityPolicy.TRANSIENT_LOCAL}
@@ -21,25 +23,26 @@ def qos_from_config(value: Any, *, key: str, default: str) -> QoSProfile:
     if isinstance(options, str):
         options = {'preset': options}
     if not isinstance(options, dict):
-        raise ValueError(f'{key} must be a preset name or a mapping, got {value!r}')
+        raise ValueError(f'{key} must be a preset name or a mapping, got {short_repr(value)}')
     unknown = sorted(set(options) - {'preset', 'depth', 'durability'})
     if unknown:
         raise ValueError(f'{key} has unknown keys {unknown}; expected preset, depth, durability')
     preset = options.get('preset', default)
     if preset not in PRESETS:
-        raise ValueError(f'{key}.preset must be one of {", ".join(PRESETS)}, got {preset!r}')
+        raise ValueError(f'{key}.preset must be one of {", ".join(PRESETS)}, '
+                         f'got {short_repr(preset)}')
     profile = _preset(preset)
     if 'depth' in options:
         depth = options['depth']
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-            raise ValueError(f'{key}.depth must be an integer >= 1, got {depth!r}')
+            raise ValueError(f'{key}.depth must be an integer >= 1, got {short_repr(depth)}')
         profile.history = HistoryPolicy.KEEP_LAST
         profile.depth = depth
     if 'durability' in options:
         durability = options['durability']
         if durability not in _DURABILITY:
             raise ValueError(f'{key}.durability must be one of {", ".join(_DURABILITY)}, '
-                             f'got {durability!r}')
+                             f'got {short_repr(durability)}')
         profile.durability = _DURABILITY[durability]
     return profile
 

@@ -1,10 +1,11 @@
 """
 The shipped configs and launch files: they load, validate and agree with the nodes they feed.
 
-Robot configs are validated by ``load_robot_config`` (no node) and read once more through rcl,
-the way the agent reads them, because rcl is stricter than ``yaml.safe_load`` (a list mixing
-0 and 0.0 is a YAML list but not a ROS parameter). sim_robot configs are checked against the
-parameters the node declares, and each shipped sim's robot config against the sim's file.
+Every file is read as rcl reads it for the node it configures (``rtgym_env``, or ``sim_robot``
+for config/sim_robot/), by the one params reader gym.make uses; robot configs are validated by
+``load_robot_config`` and read once more the way the agent reads them (its command line).
+sim_robot configs are checked against the parameters the node declares, and each shipped sim's
+robot config against the sim's file.
 """
 
 import ast
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from rtgym_ros.core.config import resolve_config
-from rtgym_ros.nodes.sim_robot import parameters as sim_parameters
+from rtgym_ros.nodes.sim_robot import NODE_NAME as SIM_NODE_NAME, parameters as sim_parameters
 from rtgym_ros.robot.interface import RosInterface
 from rtgym_ros.robot.loader import load_robot_config
 from rtgym_ros.robot.params_file import load_params_file
@@ -44,7 +45,9 @@ def _relative(path: Path) -> str:
 
 
 def _params(path: Path) -> dict[str, Any]:
-    return load_params_file(path)
+    """Return the parameters rcl gives the node the file configures."""
+    node = SIM_NODE_NAME if _relative(path).startswith('sim_robot/') else 'rtgym_env'
+    return load_params_file(path, node_name=node)
 
 
 def _params_or_none(path: Path) -> dict[str, Any] | None:
@@ -122,13 +125,10 @@ def test_robot_config_validates(path):
 
 @pytest.mark.parametrize('path', CONFIGS, ids=_relative)
 def test_rcl_reads_the_same_parameters(path):
-    """What the agent and ``ros2 launch`` see (via rcl) is what gym.make sees (via PyYAML)."""
+    """What the agent sees from its command line is what gym.make sees from the file."""
     given = read_node_parameters(['agent', '--ros-args', '--params-file', str(path)],
                                  default_node_name='agent')
-    expected = _params(path)
-    if expected.get('use_sim_time') is False:
-        del expected['use_sim_time']  # read_node_parameters drops rclpy's own default
-    assert _typed(given.parameters) == _typed(expected)
+    assert _typed(given.parameters) == _typed(_params(path))
 
 
 def _typed(value: Any) -> Any:

@@ -1,14 +1,16 @@
 """
 Robot configs: a params file in, a validated RobotSpec out, every mistake named by its key.
 
-No ROS node is needed to load a config, and none may be created: an autouse fixture makes
-node construction fail.
+No rclpy node is created to load a config (an autouse fixture makes ``rclpy.node.Node`` fail):
+rcl reads the file through a bare rcl node in a private context that is gone when the
+parameters are read (test/integration/test_params_rcl.py compares it with a real node).
 """
 
 import copy
 from pathlib import Path
 from typing import Any, Callable
 
+import gymnasium
 import numpy as np
 import pytest
 import rclpy.node
@@ -109,7 +111,8 @@ def test_dotted_keys_mean_the_same_as_nested_ones(tmp_path):
     assert spec.actions[0].topic == 'other_cmd' and spec.actions[0].high.tolist() == [1.0]
 
 
-def test_wildcard_and_node_entries_merge_node_wins(tmp_path):
+def test_wildcard_and_node_entries_merge_the_later_wins(tmp_path):
+    """The node's section after '/**' wins (rcl merges in file order: '/**' after it would)."""
     document = {
         '/**': {'ros__parameters': BASE},
         'agent': {'ros__parameters': {'time_step_duration': 0.02,
@@ -117,17 +120,19 @@ def test_wildcard_and_node_entries_merge_node_wins(tmp_path):
                                       'observations': {'joints': {'max_age': 0.1}}}},
     }
     path = write(tmp_path / 'robot.yaml', document)
-    for node_name in ('agent', '/ns/agent'):
-        env_config, spec = load_robot_config(path, node_name=node_name)
+    for namespace in ('', '/'):
+        env_config, spec = load_robot_config(path, node_name='agent', namespace=namespace)
         assert env_config['time_step_duration'] == 0.02
         effort = spec.actions[0]
         assert effort.high.tolist() == [2.0] and effort.low.tolist() == [-1.0]
         assert effort.topic == 'cmd'  # kept from '/**'
         assert spec.observations[0].max_age == 0.1
         assert spec.observations[0].topic == 'joint_states'
-    env_config, spec = load_robot_config(path, node_name='other')
-    assert env_config['time_step_duration'] == 0.05
-    assert spec.actions[0].high.tolist() == [1.0] and spec.observations[0].max_age is None
+    # 'agent:' is '/agent', the node in the root namespace only (as for rcl).
+    for node_name, namespace in (('other', ''), ('agent', 'ns'), ('agent', '/a/b')):
+        env_config, spec = load_robot_config(path, node_name=node_name, namespace=namespace)
+        assert env_config['time_step_duration'] == 0.05
+        assert spec.actions[0].high.tolist() == [1.0] and spec.observations[0].max_age is None
 
 
 def test_entry_of_the_env_node_applies_without_node_name(tmp_path):
@@ -135,6 +140,15 @@ def test_entry_of_the_env_node_applies_without_node_name(tmp_path):
                 'rtgym_env': {'ros__parameters': {'time_step_duration': 0.02}}}
     env_config, _ = load_robot_config(write(tmp_path / 'robot.yaml', document))
     assert env_config['time_step_duration'] == 0.02
+
+
+@pytest.mark.parametrize('key, value', [('namespace', 'r2'), ('node_name', 'other')])
+def test_the_node_is_not_named_by_the_file(tmp_path, key, value):
+    """The file's sections were picked for the node's name: the file cannot rename it."""
+    path = write(tmp_path / 'robot.yaml', params_file(dict(BASE, **{key: value})))
+    with pytest.raises(ValueError, match=f'{key} cannot come from the file'):
+        load_robot_config(path)
+    load_robot_config(write(tmp_path / 'ok.yaml', params_file(BASE)), **{key: value})
 
 
 def test_overrides_win_over_the_file(tmp_path):
@@ -168,6 +182,15 @@ def joint_action(params: dict) -> None:
 
 
 ERRORS: dict[str, tuple[Callable[[dict], Any], list[str]]] = {
+    # booleans: true or false only ('false' and 1 would act as True)
+    'newer_than_action_string': (lambda p: p.update(newer_than_action='false'),
+                                 ['newer_than_action', "'false'"]),
+    'to_rgb_number': (lambda p: observation(p).update(to_rgb=1),
+                      ['observations.joints.to_rgb', '1']),
+    'termination_constant_string': (lambda p: p.update(termination={'constant': 'false'}),
+                                    ['termination.constant', "'false'"]),
+    'reward_constant_string': (lambda p: p.update(reward={'constant': '1e9x'}),
+                               ['reward.constant', "'1e9x'"]),
     # message types
     'unknown_package': (lambda p: action(p).update(type='no_such_pkg/msg/Thing'),
                         ['actions.effort.type', 'no_such_pkg', 'std_msgs', 'sensor_msgs']),
@@ -388,12 +411,33 @@ def test_env_keys_are_checked_before_any_node_exists(tmp_path, key, value, error
         RosEnv(path)
 
 
+@pytest.mark.parametrize('key', ['act_in_obs', 'reset_act_buf', 'benchmark', 'wait_on_done',
+                                 'last_act_on_reset', 'use_sim_time', 'newer_than_action'])
+@pytest.mark.parametrize('value', ['false', '0', 'n', 1, 0, None], ids=repr)
+def test_boolean_keywords_of_gym_make_must_be_bools(tmp_path, key, value):
+    path = write(tmp_path / 'robot.yaml', params_file(BASE))
+    with pytest.raises(ValueError) as error:
+        gymnasium.make('rtgym_ros/ros-v1', robot_config=path, **{key: value})
+    assert key in str(error.value) and repr(value) in str(error.value)
+
+
+def test_boolean_from_the_file_is_a_bool_as_rcl_reads_it(tmp_path):
+    text = yaml.safe_dump(params_file(BASE)) + '    newer_than_action: y\n    wait_on_done: n\n'
+    env_config, spec = load_robot_config(write(tmp_path / 'robot.yaml', text))
+    assert spec.options.newer_than_action is True and env_config['wait_on_done'] is False
+    quoted = yaml.safe_dump(params_file(BASE)) + "    wait_on_done: 'false'\n"
+    env_config, _ = load_robot_config(write(tmp_path / 'quoted.yaml', quoted))
+    assert env_config['wait_on_done'] == 'false'  # a string for rcl too: refused by the env
+    with pytest.raises(ValueError, match="config\\['wait_on_done'\\] must be true or false"):
+        resolve_config(dict(env_config, interface=RosInterface))
+
+
 # -- the file itself --------------------------------------------------------------------------
 
 
 def test_invalid_yaml(tmp_path):
     path = write(tmp_path / 'robot.yaml', '/**:\n  ros__parameters:\n    actions: [unclosed\n')
-    with pytest.raises(ValueError, match='not valid YAML') as error:
+    with pytest.raises(ValueError, match='rcl refuses it: Error parsing') as error:
         load_robot_config(path)
     assert str(path) in str(error.value)
 
@@ -404,12 +448,31 @@ def test_missing_file(tmp_path):
         load_robot_config(path)
 
 
+def test_a_directory_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f'cannot read {tmp_path}: Is a directory'):
+        load_robot_config(tmp_path)
+
+
+@pytest.mark.parametrize('data, reason', [
+    (bytes(range(256)) * 4, 'not UTF-8 text'),  # no bare UnicodeDecodeError
+    ('/**:\n  ros__parameters:\n    a: 1\n'.encode() + b'\0\1\2', 'binary data'),
+    ('\ufeff/**:\n  ros__parameters:\n    a: 1\n'.encode('utf-16'), 'not UTF-8 text'),
+], ids=['bytes', 'nul', 'utf-16'])
+def test_a_binary_file_is_named(tmp_path, data, reason):
+    path = tmp_path / 'robot.yaml'
+    path.write_bytes(data)
+    with pytest.raises(ValueError, match=reason) as error:
+        load_robot_config(path)
+    assert str(path) in str(error.value) and len(str(error.value)) < len(str(path)) + 100
+
+
 @pytest.mark.parametrize('document, expected', [
-    ({'agent': dict(BASE)}, "'agent' has no 'ros__parameters'"),
-    ({'agent': {'ros__parameters': ['a', 'b']}}, 'agent.ros__parameters must be a mapping'),
-    ({'/**': 'ros__parameters'}, "'/**' has no 'ros__parameters'"),
-    (['ros__parameters'], 'expected a mapping'),
-    ('', 'expected a mapping'),
+    ({'agent': dict(BASE)}, 'rcl refuses it: Sequences can only be values'),
+    ({'agent': {'ros__parameters': ['a', 'b']}},
+     'rcl refuses it: Cannot have a value before ros__parameters'),
+    ({'/**': 'ros__parameters'}, 'rcl refuses it: Cannot have a value before ros__parameters'),
+    (['ros__parameters'], 'rcl refuses it: Sequences cannot be key'),
+    ('', "no parameters for node '/rtgym_env'"),
     ({'/**': {'ros__parameters': {'actions': 5, 'actions.names': ['effort']}}},
      "'actions.names'"),
 ])
@@ -421,10 +484,11 @@ def test_params_file_structure_errors(tmp_path, document, expected):
 
 
 def test_no_entry_for_the_node(tmp_path):
-    document = {'left': {'ros__parameters': BASE}, 'right': {'ros__parameters': BASE}}
+    document = {'left': {'ros__parameters': BASE},
+                'right': {'ros__parameters': copy.deepcopy(BASE)}}  # no YAML alias
     with pytest.raises(ValueError) as error:
         load_robot_config(write(tmp_path / 'robot.yaml', document), node_name='middle')
-    assert "'middle'" in str(error.value) and "['left', 'right']" in str(error.value)
+    assert "'/middle'" in str(error.value) and "['left', 'right']" in str(error.value)
 
 
 @pytest.mark.parametrize('tag', [
@@ -434,11 +498,12 @@ def test_no_entry_for_the_node(tmp_path):
     '!!python/object/new:type ["X", [], {{}}]',
 ])
 def test_python_tags_are_refused_not_executed(tmp_path, tag):
+    """Tags are ignored by rcl: a tagged value is plain data (strings), refused as a reward."""
     marker = tmp_path / 'executed'
-    text = ('/**:\n  ros__parameters:\n    reward:\n      constant: '
+    text = (yaml.safe_dump(params_file(BASE)) + '    reward:\n      constant: '
             + tag.format(marker=marker) + '\n')
     path = write(tmp_path / 'robot.yaml', text)
-    with pytest.raises(ValueError, match='not valid YAML'):
+    with pytest.raises(ValueError, match='reward.constant must be a number|rcl refuses it'):
         load_robot_config(path)
     assert not marker.exists(), 'the YAML ran code'
 

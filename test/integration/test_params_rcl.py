@@ -1,0 +1,337 @@
+"""
+gym.make reads a params file as rcl gives it to a node: differential tests against rclpy itself.
+
+Each case is written to a file and read twice: by a real ``rclpy.node.Node`` started with
+``--ros-args --params-file FILE`` in another process (test/support/rcl_params_oracle.py), and by
+the params reader behind ``gym.make(..., robot_config=FILE)``. Values and types must agree, or
+both must refuse the file (ours with an error naming the file). Where no section applies to the
+node, rcl gives it nothing and ours refuses, naming the node and listing the sections.
+"""
+
+import json
+import math
+import os
+from pathlib import Path
+import subprocess
+import sys
+import time
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+from ros_probe import CHILD_ENV, REPO, wait_until
+from rtgym_ros.core.config import resolve_config
+from rtgym_ros.robot.interface import RosInterface
+from rtgym_ros.robot.loader import load_robot_config
+from rtgym_ros.robot.params_file import load_params_file
+
+ORACLE = REPO / 'test' / 'support' / 'rcl_params_oracle.py'
+
+
+def section(body: str, name: str = '/**') -> str:
+    """Return a params file of one section; ``body`` is its parameters, one per line."""
+    lines = ''.join(f'    {line}\n' for line in body.strip('\n').split('\n'))
+    return f'{name}:\n  ros__parameters:\n{lines}'
+
+
+# The scalars of issue 9 (item 3) and more of the same kinds: how rcl types each one.
+SCALARS = {
+    # doubles for rcl, strings for PyYAML (YAML 1.1 wants a dot and a signed exponent)
+    '1e9': 1e9, '-1.0e9': -1e9, '2e-2': 0.02, '-.5': -0.5, '+.5': 0.5, '1E9': 1e9,
+    'infinity': math.inf, 'nan': math.nan, 'inf': math.inf,
+    # strings for rcl, numbers or None for PyYAML
+    '1_000': '1_000', '0b11': '0b11', '1:30': '1:30', '~': '~', 'null': 'null',
+    '1e400': '1e400', '2001-12-14': '2001-12-14', '0o17': '0o17',
+    # booleans for rcl, strings for PyYAML
+    'y': True, 'n': False, 'Y': True, 'N': False,
+    # the same for both
+    '.inf': math.inf, '-.inf': -math.inf, '.nan': math.nan, '.Inf': math.inf, '0x1F': 31,
+    '+1': 1, '1.': 1.0, '017': 15, 'True': True, 'TRUE': True, 'on': True, 'off': False,
+    'yes': True, 'No': False, 'tRUE': 'tRUE', "'1e9'": '1e9', '"true"': 'true', "''": '',
+    '!!str 5': '5', '!!float 5': 5, '5.0 # comment': 5.0, '99999999999999999999': 1e20,
+    '9223372036854775807': 9223372036854775807, '-0': 0, "' 5'": ' 5', '12e': '12e',
+}
+
+BOMB_MAPPING = section('\n'.join(
+    ['l0: &l0 {a: 1, b: 1, c: 1, d: 1, e: 1, f: 1, g: 1, h: 1, i: 1}']
+    + [f'l{i}: &l{i} {{a: *l{i - 1}, b: *l{i - 1}, c: *l{i - 1}, d: *l{i - 1}, '
+       f'e: *l{i - 1}, f: *l{i - 1}, g: *l{i - 1}, h: *l{i - 1}, i: *l{i - 1}}}'
+       for i in range(1, 9)]))
+BOMB_LIST = section('\n'.join(
+    ['l0: &l0 [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]']
+    + [f'l{i}: &l{i} [*l{i - 1}, *l{i - 1}, *l{i - 1}, *l{i - 1}, *l{i - 1}, *l{i - 1}, '
+       f'*l{i - 1}, *l{i - 1}, *l{i - 1}]' for i in range(1, 9)]
+    + ['actions.effort.low: *l8']))
+
+TWO_ROBOTS = (section('actions.effort.topic: /r2/effort\nactions.effort.high: [0.5]',
+                      '/r2/rtgym_env')
+              + section('actions.effort.topic: /r1/effort\nactions.effort.high: [50.0]',
+                        '/r1/rtgym_env'))
+
+# id: (file text, node name, namespace)
+CASES: dict[str, tuple[str, str, str]] = {
+    **{f'scalar {text}': (section(f'v: {text}'), 'rtgym_env', '') for text in SCALARS},
+    # issue 9 item 2: sections are matched on the node's full name
+    'two robots, r2': (TWO_ROBOTS, 'rtgym_env', 'r2'),
+    'two robots, /r1': (TWO_ROBOTS, 'rtgym_env', '/r1'),
+    'two robots, no namespace': (TWO_ROBOTS, 'rtgym_env', ''),
+    '/*/rtgym_env, no namespace': (section('a: 1', '/*/rtgym_env'), 'rtgym_env', ''),
+    '/*/rtgym_env, r2': (section('a: 1', '/*/rtgym_env'), 'rtgym_env', 'r2'),
+    '/*/rtgym_env, a/b': (section('a: 1', '/*/rtgym_env'), 'rtgym_env', 'a/b'),
+    '/**/rtgym_env, no namespace': (section('a: 1', '/**/rtgym_env'), 'rtgym_env', ''),
+    '/**/rtgym_env, a/b': (section('a: 1', '/**/rtgym_env'), 'rtgym_env', 'a/b'),
+    '/r2/*, r2': (section('a: 1', '/r2/*'), 'rtgym_env', 'r2'),
+    '/r2/*, r2/sub': (section('a: 1', '/r2/*'), 'rtgym_env', 'r2/sub'),
+    '/r2/**, r2/sub': (section('a: 1', '/r2/**'), 'rtgym_env', 'r2/sub'),
+    '/*, no namespace': (section('a: 1', '/*'), 'rtgym_env', ''),
+    '/*, r2': (section('a: 1', '/*'), 'rtgym_env', 'r2'),
+    'rtgym_env without slash, no namespace': (section('a: 1', 'rtgym_env'), 'rtgym_env', ''),
+    'rtgym_env without slash, r2': (section('a: 1', 'rtgym_env'), 'rtgym_env', 'r2'),
+    'r1/rtgym_env without slash, r1': (section('a: 1', 'r1/rtgym_env'), 'rtgym_env', 'r1'),
+    'another node only': (section('a: 1', 'other'), 'rtgym_env', ''),
+    'another node and /**': (section('a: 1', 'other') + section('b: 2'), 'rtgym_env', ''),
+    'a node name of the file is used': (section('a: 1', 'agent'), 'agent', ''),
+    'quoted "/**"': (section('a: 1', '"/**"'), 'rtgym_env', ''),
+    'only /**': (section('a: 1\nb: x'), 'rtgym_env', 'r9'),
+    'empty /**': ('/**:\n  ros__parameters: {}\n', 'rtgym_env', ''),
+    'comments only': ('# nothing here\n', 'rtgym_env', ''),
+    # issue 9 item 5: merge order and forms
+    'node then /**: /** wins': (section('a: 1\nb: 1', '/r2/rtgym_env') + section('a: 2'),
+                                'rtgym_env', 'r2'),
+    '/** then node: node wins': (section('a: 2') + section('a: 1\nb: 1', '/r2/rtgym_env'),
+                                 'rtgym_env', 'r2'),
+    'two /** blocks merge': (section('a: 2\nc: 1') + section('b: 3\nc: 2'), 'rtgym_env', ''),
+    # a repeated section name joins its first occurrence: its place in the order is the first
+    '/**, node, /** again: node wins': (section('a: 1') + section('a: 2', '/rtgym_env')
+                                        + section('a: 3\nb: 3'), 'rtgym_env', ''),
+    'node, /**, node again: /** wins': (section('a: 2', '/rtgym_env') + section('a: 1')
+                                        + section('a: 5\nb: 1', '/rtgym_env'),
+                                        'rtgym_env', ''),
+    'exact, /*/, /**': (section('a: 2', '/r2/rtgym_env') + section('a: 3', '/*/rtgym_env')
+                        + section('b: 1'), 'rtgym_env', 'r2'),
+    'nested r1: rtgym_env:': ('r1:\n  rtgym_env:\n    ros__parameters:\n      a: 1\n',
+                              'rtgym_env', 'r1'),
+    'nested r1: rtgym_env:, r2': ('r1:\n  rtgym_env:\n    ros__parameters:\n      a: 1\n',
+                                  'rtgym_env', 'r2'),
+    'two ros__parameters in one section': (
+        '/**:\n  ros__parameters:\n    a: 1\n  ros__parameters:\n    b: 2\n', 'rtgym_env', ''),
+    'dotted and nested merge': (section('a.b: 1\na:\n  c: 2\n  b: 3'), 'rtgym_env', ''),
+    'empty mapping inside a mapping': (section('x:\n  b: {}\n  c: 1'), 'rtgym_env', ''),
+    'duplicate key': (section('a: 1\na: 2'), 'rtgym_env', ''),
+    'anchor and alias': (section('a: &x 1\nb: *x'), 'rtgym_env', ''),
+    '<< merge key': ('base: &b\n  a: 1\n' + section('<<: *b\nc: 2'), 'rtgym_env', ''),
+    'key beside ros__parameters': ('/**:\n  ros__parameters:\n    a: 1\n  other: 2\n',
+                                   'rtgym_env', ''),
+    'section without ros__parameters': ('/**:\n  a: 1\n', 'rtgym_env', ''),
+    'alias bomb (mappings)': (BOMB_MAPPING, 'rtgym_env', ''),
+    'alias bomb (list)': (BOMB_LIST, 'rtgym_env', ''),
+    # lists
+    'list of doubles rcl types': (section('a: [1e9, -.5, 2e-2]'), 'rtgym_env', ''),
+    'list of booleans': (section('a: [true, y, on, n]'), 'rtgym_env', ''),
+    'list of strings': (section('a: [a, ~, null, 1_000]'), 'rtgym_env', ''),
+    'list of integers': (section('a: [1, 0x10, +3]'), 'rtgym_env', ''),
+    'list mixing int and double': (section('a: [-10, 2.5]'), 'rtgym_env', ''),
+    'list mixing string and int': (section("a: ['1', 2]"), 'rtgym_env', ''),
+    'nested list': (section('a: [[1, 2], [3]]'), 'rtgym_env', ''),
+    'empty list': (section('a: []\nb: 1'), 'rtgym_env', ''),
+    'empty mapping': (section('b: 1\na: {}'), 'rtgym_env', ''),
+    'no value': (section('a:'), 'rtgym_env', ''),
+    # use_sim_time: rclpy logs a wrong type and goes on; the env refuses it (a real bool)
+    'use_sim_time y': (section('use_sim_time: y'), 'rtgym_env', ''),
+    'use_sim_time quoted false': (section("use_sim_time: 'false'"), 'rtgym_env', ''),
+    'use_sim_time 1': (section('use_sim_time: 1'), 'rtgym_env', ''),
+    # not a params file
+    'a list at the top': ('- a\n- b\n', 'rtgym_env', ''),
+    'invalid YAML': (section('a: [unclosed'), 'rtgym_env', ''),
+    'a python tag': (section('a: !!python/name:os.system'), 'rtgym_env', ''),
+    'a python tag on a list': (section('a: !!python/object/apply:os.system ["true"]'),
+                               'rtgym_env', ''),
+}
+
+
+@pytest.fixture(scope='module')
+def rcl(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
+    """Return, per case, its file and what a real rclpy node got from it (one process)."""
+    directory = tmp_path_factory.mktemp('params')
+    files = {}
+    for index, (case_id, (text, node, namespace)) in enumerate(CASES.items()):
+        files[case_id] = directory / f'case{index}.yaml'
+        files[case_id].write_text(text)
+    request = [{'file': str(files[case_id]), 'node': node, 'namespace': namespace}
+               for case_id, (_, node, namespace) in CASES.items()]
+    result = subprocess.run([sys.executable, str(ORACLE)], input=json.dumps(request),
+                            capture_output=True, text=True, env=CHILD_ENV, timeout=300)
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    assert result.returncode == 0 and len(answers) == len(CASES), result.stderr[-3000:]
+    return {case_id: (files[case_id], answer) for case_id, answer in zip(CASES, answers)}
+
+
+def typed(params: dict[str, Any], prefix: str = '') -> dict[str, list]:
+    """Flatten our nested parameters to rcl's dotted names, as [type, value] like the oracle."""
+    flat = {}
+    for name, value in params.items():
+        if isinstance(value, dict):
+            flat.update(typed(value, f'{prefix}{name}.'))
+        elif isinstance(value, list):
+            kinds = {_kind(item) for item in value}
+            assert len(kinds) == 1, f'{prefix}{name}: {value!r}'
+            flat[f'{prefix}{name}'] = [f'{kinds.pop()}_ARRAY', [_encode(v) for v in value]]
+        else:
+            flat[f'{prefix}{name}'] = [_kind(value), _encode(value)]
+    return flat
+
+
+def _kind(value: Any) -> str:
+    return {bool: 'BOOL', int: 'INTEGER', float: 'DOUBLE', str: 'STRING'}[type(value)]
+
+
+def _encode(value: Any) -> Any:
+    return repr(value) if isinstance(value, float) else value
+
+
+def _without_default_sim_time(params: dict[str, list]) -> dict[str, list]:
+    """Every rclpy node declares use_sim_time (false); ours has it only when the file does."""
+    return {name: value for name, value in params.items()
+            if not (name == 'use_sim_time' and value == ['BOOL', False])}
+
+
+@pytest.mark.parametrize('case_id', list(CASES))
+def test_gym_make_reads_what_rcl_gives_the_node(rcl, case_id):
+    path, answer = rcl[case_id]
+    _, node, namespace = CASES[case_id]
+    if 'refused' in answer:
+        with pytest.raises(ValueError) as error:
+            load_params_file(path, node_name=node, namespace=namespace)
+        message = str(error.value)
+        assert str(path) in message and len(message) < len(str(path)) + 500, message
+        return
+    expected = _without_default_sim_time(answer['params'])
+    if not expected:
+        with pytest.raises(ValueError) as error:
+            load_params_file(path, node_name=node, namespace=namespace)
+        assert f"no parameters for node '{answer['node']}'" in str(error.value)
+        return
+    ours = load_params_file(path, node_name=node, namespace=namespace)
+    assert _without_default_sim_time(typed(ours)) == expected
+
+
+@pytest.mark.parametrize('text', list(SCALARS))
+def test_scalars_are_typed_as_rcl_types_them(rcl, text):
+    """Not only the same as the oracle: the values the issue (and rcl's parser) name."""
+    path, _ = rcl[f'scalar {text}']
+    value = load_params_file(path, node_name='rtgym_env')['v']
+    expected = SCALARS[text]
+    assert type(value) is type(expected)
+    assert value == expected or (math.isnan(expected) and math.isnan(value))
+
+
+@pytest.mark.parametrize('case_id, refused', [
+    ('anchor and alias', 'Will not support aliasing'),
+    ('<< merge key', 'Cannot have a value before ros__parameters'),
+    ('key beside ros__parameters', 'Cannot have a value before ros__parameters'),
+    ('list mixing int and double', 'Sequence should be of same type'),
+    ('empty list', "parameter 'a' has no value rcl can type"),
+    ('empty mapping', "parameter 'a' has no value rcl can type"),
+    ('invalid YAML', 'Error parsing'),
+])
+def test_refusals_say_what_rcl_said(rcl, case_id, refused):
+    path, answer = rcl[case_id]
+    assert 'refused' in answer, answer
+    with pytest.raises(ValueError, match=refused):
+        load_params_file(path, node_name='rtgym_env')
+
+
+@pytest.mark.parametrize('bomb', [BOMB_MAPPING, BOMB_LIST], ids=['mappings', 'list'])
+def test_alias_bombs_are_refused_at_once(tmp_path, bomb):
+    path = tmp_path / 'bomb.yaml'
+    path.write_text(bomb)
+    assert len(bomb) < 1000
+    start = time.monotonic()
+    with pytest.raises(ValueError, match='rcl refuses it: Will not support aliasing') as error:
+        load_robot_config(path)
+    assert time.monotonic() - start < 2.0
+    assert len(str(error.value)) < len(str(path)) + 200
+
+
+def test_a_value_beside_its_nested_names_is_refused_clearly(tmp_path):
+    """Refuse ``a: 1`` beside ``a.b: 2``: two parameters for rcl, a clash in a nested config."""
+    for text in ('a: 1\na.b: 2', 'a.b: 2\na: 1'):
+        path = tmp_path / 'clash.yaml'
+        path.write_text(section(text))
+        with pytest.raises(ValueError, match=r"parameter 'a(\.b)?' .*(holds a value|also nested)"):
+            load_params_file(path, node_name='rtgym_env')
+
+
+ROBOT = section("""\
+time_step_duration: {T}
+watchdog_timeout: {watchdog}
+act_in_obs: {act_in_obs}
+actions.names: [effort]
+actions.effort.topic: effort
+actions.effort.type: std_msgs/msg/Float64MultiArray
+actions.effort.field: data
+actions.effort.low: [-1.0e9, -8.0]
+actions.effort.high: [1.0e9, 8.0]
+observations.names: [joints]
+observations.joints.topic: joint_states
+observations.joints.type: sensor_msgs/msg/JointState
+observations.joints.joint_names: [j0]
+observations.joints.fields: [position]""")
+
+
+def test_robot_config_with_rcl_numbers_and_booleans(tmp_path):
+    """Issue 9 item 3: 2e-2 and -1.0e9 are doubles, n a bool; ~ is a string, refused."""
+    path = tmp_path / 'robot.yaml'
+    path.write_text(ROBOT.format(T='2e-2', watchdog='0.5', act_in_obs='n'))
+    env_config, spec = load_robot_config(path)
+    assert env_config['time_step_duration'] == 0.02 and env_config['act_in_obs'] is False
+    assert spec.action_low.tolist() == [-1e9, -8.0]
+    assert resolve_config(dict(env_config, interface=RosInterface)).time_step_duration == 0.02
+    path.write_text(ROBOT.format(T='2e-2', watchdog='~', act_in_obs='n'))
+    env_config, _ = load_robot_config(path)
+    assert env_config['watchdog_timeout'] == '~'  # rcl's string, not None (no watchdog)
+    with pytest.raises(TypeError, match=r"watchdog_timeout'\] must be a number, got '~'"):
+        resolve_config(dict(env_config, interface=RosInterface))
+
+
+def test_gym_make_drives_the_robot_of_its_namespace(tmp_path):
+    """Issue 9 item 2: a two-robot file; namespace r2 gets r2's topic and bounds, not r1's."""
+    robot = ROBOT.format(T='0.05', watchdog='1.0', act_in_obs='true')
+    path = tmp_path / 'robots.yaml'
+    path.write_text(robot + TWO_ROBOTS.replace('[0.5]', '[0.5, 1.0]')
+                    .replace('[50.0]', '[50.0, 60.0]'))
+    env = gymnasium.make('rtgym_ros/ros-v1', robot_config=path, namespace='r2')
+    try:
+        robot_spec = env.unwrapped.robot
+        assert robot_spec.actions[0].topic == '/r2/effort'
+        assert env.action_space.high.tolist() == [0.5, 1.0]
+        assert np.all(env.action_space.low == [-1e9, -8.0])
+        node = env.unwrapped._runtime.node
+        assert node.get_fully_qualified_name() == '/r2/rtgym_env'
+        assert node.count_publishers('/r2/effort') >= 1  # ours, seen in the local graph
+        assert node.count_publishers('/r1/effort') == 0
+    finally:
+        env.close()
+
+
+def test_reading_leaves_no_node_thread_or_socket_behind(probe, tmp_path):
+    """Each read makes an rcl node (a DDS participant) in a private context and removes it."""
+    path = tmp_path / 'robot.yaml'
+    path.write_text(section('a: 1'))
+    name = f'params_reader_{os.getpid()}'
+    load_params_file(path, node_name=name)  # once: rclpy's logging and type support load
+
+    def counts() -> tuple[int, int]:
+        return len(os.listdir('/proc/self/task')), len(os.listdir('/proc/self/fd'))
+
+    before = counts()
+    start = time.perf_counter()
+    for _ in range(20):
+        assert load_params_file(path, node_name=name) == {'a': 1}
+    per_read = (time.perf_counter() - start) / 20
+    after = counts()
+    assert after[0] <= before[0] + 2 and after[1] <= before[1] + 2, (before, after)
+    assert per_read < 0.2, f'{per_read * 1e3:.1f} ms per read'  # ~4 ms on a quiet machine
+    wait_until(lambda: name not in probe.node.get_node_names(), 5.0,
+               f'{name} to leave the ROS graph')

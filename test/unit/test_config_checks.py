@@ -1,0 +1,49 @@
+"""The env config's shared checks: booleans that are bools, error messages of bounded length."""
+
+from dummy_interfaces import CountingInterface
+import numpy as np
+import pytest
+from rtgym_ros.core.config import BOOL_KEYS, DEFAULT_CONFIG_DICT, resolve_config
+from rtgym_ros.core.validate import check_bool, short_repr
+
+# Each of these acted as True (or False) before: bool('false') is True.
+NOT_BOOLS = ['false', 'False', '0', 'n', 'off', '', 0, 1, 0.0, None, [False]]
+
+
+def test_every_boolean_key_is_checked():
+    assert set(BOOL_KEYS) == {'act_in_obs', 'reset_act_buf', 'benchmark', 'wait_on_done',
+                              'last_act_on_reset', 'use_sim_time'}
+    assert all(isinstance(DEFAULT_CONFIG_DICT[key], bool) for key in BOOL_KEYS)
+
+
+@pytest.mark.parametrize('key', BOOL_KEYS)
+@pytest.mark.parametrize('value', NOT_BOOLS, ids=repr)
+def test_config_refuses_what_is_not_a_bool(key, value):
+    with pytest.raises(ValueError) as error:
+        resolve_config({'interface': CountingInterface, key: value})
+    message = str(error.value)
+    assert f"config['{key}'] must be true or false" in message and repr(value) in message
+
+
+@pytest.mark.parametrize('key', BOOL_KEYS)
+@pytest.mark.parametrize('value', [True, False, np.bool_(True), np.bool_(False)], ids=repr)
+def test_config_keeps_bools(key, value):
+    assert getattr(resolve_config({'interface': CountingInterface, key: value}), key) \
+        is bool(value)
+
+
+def test_check_bool_returns_a_python_bool():
+    assert check_bool(np.bool_(True), key='k') is True
+    with pytest.raises(ValueError, match=r"^k must be true or false, got 'yes' \(str\)$"):
+        check_bool('yes', key='k')
+
+
+@pytest.mark.parametrize('value', [
+    'x' * 1_000_000,
+    list(range(1_000_000)),
+    [[list(range(1000))] * 1000] * 1000,  # a million-element nest, shared like a YAML bomb
+    {str(i): i for i in range(100_000)},
+    np.zeros(1_000_000),
+], ids=['str', 'list', 'nested', 'dict', 'array'])
+def test_short_repr_is_bounded(value):
+    assert len(short_repr(value)) < 400
