@@ -14,12 +14,13 @@ from typing import Any, Callable
 import gymnasium.spaces as spaces
 import numpy as np
 from rclpy.node import Node
-
 from rtgym_ros.core.interface import RealTimeGymInterface
 from rtgym_ros.core.validate import short_repr
+from rtgym_ros.msgconv.type_names import interface_name
 from rtgym_ros.robot.slots import SignalSlot, Slot, wait_all
 from rtgym_ros.robot.spec import RobotSpec, ServiceSpec, SignalSpec
 from rtgym_ros.ros.deferred_log import DeferredLog
+from rtgym_ros.ros.graph import describe_publishers, describe_service, GraphWatch
 
 
 _SERVICE_RETRY = 1.0  # seconds before a service request is sent again
@@ -42,6 +43,8 @@ class RosInterface(RealTimeGymInterface):
         self._publishers: list = []
         self._signals: dict[str, SignalSlot] = {}
         self._last_capture = -np.inf
+        self._topics: dict[str, str] = {}
+        self._graph_watch: GraphWatch | None = None
         self._clients: dict[int, Any] = {}
         self.paused = False
         self._aborted = threading.Event()
@@ -59,8 +62,9 @@ class RosInterface(RealTimeGymInterface):
         for slot_spec in self.spec.observations:
             slot = Slot(slot_spec, now=self.now,
                         stamp_tolerance=self.spec.options.stamp_tolerance)
-            self._io_node.create_subscription(slot_spec.reader.msg_type, slot_spec.topic,
-                                              slot.store, slot_spec.qos)
+            subscription = self._io_node.create_subscription(
+                slot_spec.reader.msg_type, slot_spec.topic, slot.store, slot_spec.qos)
+            self._topics[slot.name] = subscription.topic_name
             self.slots.append(slot)
         for name in ('reward', 'termination'):
             signal: SignalSpec | None = getattr(self.spec, name)
@@ -74,12 +78,16 @@ class RosInterface(RealTimeGymInterface):
                     and id(service) not in self._clients:
                 self._clients[id(service)] = self._io_node.create_client(
                     service.service_type, service.service)
+        self._graph_watch = GraphWatch(node, self._publishers, {
+            self._topics[slot.name]: interface_name(slot.reader.msg_type) for slot in self.slots})
 
     def now(self) -> float:
         return self._clock.now().nanoseconds * 1e-9
 
     def close(self) -> None:
         self._log.destroy()
+        if self._graph_watch is not None:
+            self._graph_watch.destroy()
 
     def action_subscriber_counts(self) -> dict[str, int]:
         """Return how many subscribers each action topic has now (resolved topic names)."""
@@ -266,12 +274,15 @@ class RosInterface(RealTimeGymInterface):
         """One reset_timeout for all slots together; data from before the reset never counts."""
         timeout = self.spec.options.reset_timeout
         baselines = {slot.name: slot.stamp for slot in self.slots}
-        silent = [slot.spec.topic for slot in wait_all(
-            self.slots, lambda slot: lambda: slot.message is not None and (
-                slot.stamp > since or slot.stamp < baselines[slot.name]), timeout=timeout)]
+        silent = wait_all(self.slots, lambda slot: lambda: slot.message is not None and (
+            slot.stamp > since or slot.stamp < baselines[slot.name]), timeout=timeout)
         if silent:
-            raise TimeoutError(f'reset: no message on {", ".join(silent)} within reset_timeout '
-                               f'{timeout} s; is the robot (or simulator) running?')
+            graph = '; '.join(describe_publishers(self._io_node, self._topics[slot.name],
+                                                  interface_name(slot.reader.msg_type))
+                              for slot in silent)
+            raise TimeoutError(
+                f'reset: no message on {", ".join(self._topics[s.name] for s in silent)} '
+                f'within reset_timeout {timeout} s: {graph}')
 
     def wait(self) -> None:
         """Stop the robot, then pause the simulator if a service is given (rtgym's pause)."""
@@ -286,9 +297,11 @@ class RosInterface(RealTimeGymInterface):
             return
         client = self._clients[id(service)]
         deadline = time.monotonic() + service.timeout
+        type_name = interface_name(service.service_type)
         if not self._wait_until(client.service_is_ready, service.timeout):
-            raise TimeoutError(f'{key}: service {service.service} is not available '
-                               f'(waited {service.timeout} s)')
+            raise TimeoutError(
+                f'{key}: service {client.srv_name} is not available (waited {service.timeout} '
+                f's): {describe_service(self._io_node, client.srv_name, type_name)}')
         request = service.service_type.Request()
         if service.data is not None:
             request.data = service.data
@@ -303,8 +316,9 @@ class RosInterface(RealTimeGymInterface):
                 break
             client.remove_pending_request(future)
             if remaining <= _SERVICE_RETRY:
-                raise TimeoutError(f'{key}: service {service.service} did not answer within '
-                                   f'{service.timeout} s')
+                raise TimeoutError(
+                    f'{key}: service {client.srv_name} did not answer within {service.timeout} '
+                    f's: {describe_service(self._io_node, client.srv_name, type_name)}')
         response = future.result()
         if hasattr(response, 'success') and not response.success:
             raise RuntimeError(f'{key}: service {service.service} failed: '

@@ -257,3 +257,50 @@ def test_any_number_of_resets_that_rewind_sim_time(tmp_path):
         if env is not None:
             env.close()
         sim.stop()
+
+
+# -- waits that end with a description of the graph --------------------------------------------
+
+
+def test_reset_timeout_names_the_publishers_of_another_type(streams, make_env, capfd):
+    from std_msgs.msg import String
+    wrong = streams.publisher(String, 'joint_states')
+    stop = threading.Event()
+    thread = threading.Thread(target=lambda: [wrong.publish(String(data='x'))
+                                              for _ in iter(lambda: stop.wait(0.02), True)],
+                              daemon=True)
+    thread.start()
+    try:
+        env = make_env(streams.ns, params(['j0'], reset_timeout=1.0))
+        with pytest.raises(TimeoutError) as error:
+            env.reset()
+        message = str(error.value)
+        assert f'{streams.ns}/joint_states' in message and 'std_msgs/msg/String' in message
+        assert 'expected sensor_msgs/msg/JointState' in message
+        wait_until(lambda: 'std_msgs/msg/String' in capfd.readouterr().err, 5.0,
+                   'the warning about a publisher of another type')
+    finally:
+        stop.set()
+        thread.join(1.0)
+
+
+def test_reset_timeout_without_any_publisher_says_where_this_node_looks(streams, make_env):
+    env = make_env(streams.ns, params(['j0'], reset_timeout=0.5))
+    with pytest.raises(TimeoutError, match=r'no node publishes .*joint_states \(domain \d+'):
+        env.reset()
+
+
+def test_missing_reset_service_is_described(streams, make_env):
+    streams.joint_states(['j0'], [0.0], rate=100.0)
+    env = make_env(streams.ns, params(['j0'], reset={'service': 'reset_world',
+                                                     'timeout': 0.5}))
+    with pytest.raises(TimeoutError, match=r'no node offers .*/reset_world'):
+        env.reset()
+
+
+def test_an_action_topic_nobody_listens_to_is_warned_about(streams, make_env, capfd):
+    streams.joint_states(['j0'], [0.0], rate=100.0)
+    env = make_env(streams.ns, params(['j0']))
+    env.reset()
+    wait_until(lambda: 'nothing subscribes to the action topic' in capfd.readouterr().err,
+               10.0, 'the warning about the unheard action topic')
