@@ -125,8 +125,8 @@ class RealTimeEnv(gymnasium.Env):
         """
         How long the executor thread waits for the next action itself after t_end.
 
-        As long as the step may still start on time; never under sim time, where the
-        executor must keep processing /clock.
+        As long as the step may still start on time; never under sim time, where the step's
+        timers must see the /clock the io thread sets.
         """
         if self.config.use_sim_time:
             return 0.0
@@ -225,7 +225,7 @@ class RealTimeEnv(gymnasium.Env):
         if not self._ts_running:
             return
         try:
-            self._stall_monitor.wait(self._runner.done)
+            self._stall_monitor.wait(self._runner.done, step_end=self._schedule.t_end)
         except BaseException:  # Ctrl-C, a stalled clock, a closed env: stop the robot first
             self._stop_robot()
             raise

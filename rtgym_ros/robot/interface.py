@@ -170,7 +170,10 @@ class RosInterface(RealTimeGymInterface):
                      timeout=self.time_step_duration if bound is None else bound)
         now = self.now()
         for slot in self.slots:
-            if slot.spec.on_stale == 'wait' and slot.is_stale(now):
+            if slot.spec.on_stale == 'wait' and slot.spec.max_age is not None \
+                    and slot.is_stale(now):
+                # Data from the future does not end the wait: only data no older than max_age
+                # and not ahead of the clock.
                 slot.wait_newer_than(now - slot.spec.max_age, timeout=slot.spec.wait_timeout)
 
     def _freshness_info(self) -> dict:
@@ -193,7 +196,7 @@ class RosInterface(RealTimeGymInterface):
                            f'age {ages[slot.name]:.3f} s > max_age {slot.spec.max_age} s')
             if slot.spec.on_stale == 'error':
                 raise RuntimeError(message)
-            if slot.spec.on_stale in ('warn', 'wait') or future:
+            if slot.spec.on_stale in ('warn', 'wait') or slot.name in future:
                 self._log.warning(slot.name, message)
         info = {'obs_ages': ages, 'stale': stale, 'capture_time': now,
                 'action_time': self.last_action_time}

@@ -265,9 +265,9 @@ def _signal(value: Any, *, key: str, default_type: str, constant: Any) -> Signal
     _check_keys(value, ('topic', 'type', 'field', 'qos', 'function', 'constant', 'default'),
                 key=key)
     sources = [s for s in ('topic', 'function', 'constant') if s in value]
-    if 'default' in value and 'topic' not in value:
-        raise ValueError(f'{key}.default applies to a topic (the value of a time-step without '
-                         f'a message), got it with {sources}')
+    if 'default' in value and ('topic' not in value or isinstance(constant, bool)):
+        raise ValueError(f'{key}.default applies to a reward topic only (the reward of a '
+                         f'time-step without a message), got it for {key} with {sources}')
     if len(sources) != 1:
         raise ValueError(f'{key} needs exactly one of topic, function, constant; got {sources}')
     if 'constant' in value:

@@ -5,7 +5,9 @@ Waiting for a time-step without waiting in silence: a stopped ``/clock`` or a bu
 simulator that stopped publishing ``/clock`` stops the time-step with it; on wall time an
 interface call that blocks holds the executor thread. Either way the wait is checked on wall
 time: past ``stall_timeout`` seconds without progress it is logged (once per stall), with the
-``/clock`` publishers found, or raised as ``TimeoutError`` under ``on_stall: error``.
+``/clock`` publishers found. A stopped ``/clock`` is raised as ``TimeoutError`` under
+``on_clock_stall: error``; a busy executor thread on wall time is only logged (a capture may
+wait for a sensor by configuration).
 """
 
 import threading
@@ -28,11 +30,18 @@ class StallMonitor:
         self.stalled_waits = 0
         """How many waits went past ``stall_timeout`` without progress."""
 
-    def wait(self, done: threading.Event) -> None:
-        """Block until ``done``; raise RuntimeClosedError if the runtime closes or dies."""
+    def wait(self, done: threading.Event, *, step_end: float) -> None:
+        """
+        Block until ``done``; raise RuntimeClosedError if the runtime closes or dies.
+
+        ``step_end`` is the time-step's end on the env clock: on wall time a wait is checked
+        from then on (a long time-step is no stall).
+        """
         runtime = self._runtime
         last_clock = runtime.now()
         progress = time.monotonic()
+        if not self._use_sim_time and step_end == step_end:  # NaN before the first step
+            progress += max(0.0, step_end - last_clock)
         reported = False
         while not done.wait(_POLL):
             if not runtime.alive():
@@ -48,7 +57,7 @@ class StallMonitor:
                 reported = True
                 self.stalled_waits += 1
                 message = self._describe(waited)
-                if self._on_stall == 'error':
+                if self._on_stall == 'error' and self._use_sim_time:
                     raise TimeoutError(message)
                 runtime.logger.warning(message)
 

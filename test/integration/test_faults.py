@@ -32,7 +32,8 @@ class Driven:
         self.states = Recorder(probe, JointState, f'{self.sim.ns}/pendulum/joint_states')
         self.agent = subprocess.Popen(
             [sys.executable, str(REPO / 'test' / 'support' / 'stepping_agent.py'), self.sim.ns,
-             str(TORQUE), mode], cwd=REPO, env=CHILD_ENV, stdout=subprocess.PIPE,
+             str(TORQUE), mode], cwd=REPO, env=dict(CHILD_ENV, PYTHONFAULTHANDLER='1'),
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
         assert self.agent.stdout.readline().strip() == 'STEPPING', self.agent_output()
         self.wait_effort(lambda effort: effort == pytest.approx(TORQUE), timeout=5.0,
@@ -73,8 +74,13 @@ def test_sigint_sends_the_default_action(driven):
     robot = driven()
     since = time.monotonic()
     robot.agent.send_signal(signal.SIGINT)
-    robot.wait_effort(lambda effort: effort == 0.0, since=since, timeout=5.0,
-                      what='zero effort after SIGINT')
+    try:
+        robot.wait_effort(lambda effort: effort == 0.0, since=since, timeout=5.0,
+                          what='zero effort after SIGINT')
+    except AssertionError as error:
+        robot.agent.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+        robot.agent.wait(5.0)
+        raise AssertionError(f'{error}\nagent:\n{robot.agent_output()}') from None
     robot.agent.wait(timeout=10)
     assert 'terminate called' not in robot.agent.stderr.read()
 

@@ -304,3 +304,18 @@ def test_an_action_topic_nobody_listens_to_is_warned_about(streams, make_env, ca
     env.reset()
     wait_until(lambda: 'nothing subscribes to the action topic' in capfd.readouterr().err,
                10.0, 'the warning about the unheard action topic')
+
+
+def test_a_joint_never_published_fails_reset_naming_the_topic(streams, make_env):
+    streams.joint_states(['j0'], [1.0], rate=100.0)  # nobody publishes joint 'g'
+    env = make_env(streams.ns, params(['j0', 'g'], reset_timeout=0.5))
+    with pytest.raises(TimeoutError, match=r'joint_states.*publishers on .*JointState'):
+        env.reset()
+
+
+def test_future_stamps_with_wait_and_no_max_age_do_not_crash(streams, make_env):
+    streams.joint_states(['j0'], [1.0], rate=100.0, stamp_offset=3600.0)
+    env = make_env(streams.ns, params(['j0'], joints={'on_stale': 'wait', 'max_age': None}))
+    env.reset()
+    *_, info = steps(env, 3)[-1]
+    assert info['future_stamps'] == ['joints'], info

@@ -89,7 +89,8 @@ def test_ctrl_c_during_a_blocked_capture_stops_the_robot(spawn, tmp_path):
     output = tmp_path / 'agent.log'
     with open(output, 'wb') as out:
         agent = subprocess.Popen([sys.executable, str(AGENT), str(config), robot.ns],
-                                 cwd=REPO, env=CHILD_ENV, stdout=out, stderr=subprocess.STDOUT,
+                                 cwd=REPO, env=dict(CHILD_ENV, PYTHONFAULTHANDLER='1'),
+                                 stdout=out, stderr=subprocess.STDOUT,
                                  preexec_fn=die_with_parent)
     try:
         wait_until(lambda: 'STEPPING' in output.read_text(), 60.0,
@@ -101,7 +102,13 @@ def test_ctrl_c_during_a_blocked_capture_stops_the_robot(spawn, tmp_path):
         agent.send_signal(signal.SIGINT)
         commands = robot.wait_last(DEFAULT, timeout=BOUND)
         assert commands[-1]['t'] - interrupted < BOUND
-        assert agent.wait(timeout=10.0) == 0, output.read_text()
+        try:
+            code = agent.wait(timeout=10.0)
+        except subprocess.TimeoutExpired:
+            agent.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+            agent.wait(5.0)
+            raise AssertionError(f'the agent hung after SIGINT:\n{output.read_text()}') from None
+        assert code == 0, output.read_text()
         closed = float(output.read_text().split('CLOSED ')[1].split()[0])
         assert closed - interrupted < 3 * BOUND, output.read_text()
     finally:

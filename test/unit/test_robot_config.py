@@ -535,3 +535,15 @@ def test_shipped_robot_config_validates(path, entry):
     assert np.all(spec.action_low <= spec.default_action)
     assert np.all(spec.default_action <= spec.action_high)
     resolve_config(dict(env_config, interface=RosInterface, interface_kwargs={'spec': spec}))
+
+
+def test_a_default_applies_to_a_reward_topic_only(tmp_path):
+    base = dict(BASE)
+    path = write(tmp_path / 'robot.yaml', params_file(dict(
+        base, termination={'topic': 'done', 'default': True})))
+    with pytest.raises(ValueError, match='termination.default applies to a reward topic only'):
+        load_robot_config(path)
+    path = write(tmp_path / 'robot2.yaml', params_file(dict(
+        base, reward={'topic': 'reward', 'default': -1.0})))
+    _, spec = load_robot_config(path)
+    assert spec.reward.constant == -1.0
