@@ -114,7 +114,8 @@ class RealTimeEnv(gymnasium.Env):
             send_control=self._send_control, capture=self._capture,
             on_start=self._on_step_start, on_error=self._stop_robot,
             on_complete=self._arm_watchdog, bench=self.bench if self.benchmark else None,
-            handover_wait=self._handover_wait())
+            handover_wait=self._handover_wait(),
+            advance=interface.advance_to if getattr(interface, 'lockstep', False) else None)
         self._jump_handle = node.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1),
                           on_clock_change=False),

@@ -6,6 +6,9 @@ Start: send the action, place the step on the schedule, arm a deadline for ``t_c
 user's thread, which is waiting in ``step()``. An exception in any of these is kept for the
 user's thread to re-raise, and the robot is sent its safe action.
 
+Lockstep: right after the action is sent, the paused simulator is asked to advance to ``t_co``
+(``advance``), and after the capture to ``t_end``; the same deadlines then wait for its clock.
+
 Hand-over: right after a time-step completes, the executor thread itself waits a short while
 for the next action (a plain event, tens of microseconds) instead of going back to the
 executor's loop and being woken through it (hundreds); if the action comes later, it is posted
@@ -46,7 +49,8 @@ class TimeStepRunner:
                  send_control: Callable[[Any], None], capture: Callable[[], None],
                  on_start: Callable[[StepOutcome], None], on_error: Callable[[], None],
                  on_complete: Callable[[], None] = lambda: None,
-                 bench: Benchmark | None = None, handover_wait: float = 0.0) -> None:
+                 bench: Benchmark | None = None, handover_wait: float = 0.0,
+                 advance: Callable[[float], None] | None = None) -> None:
         self.schedule = schedule
         self._timer = timer
         self._send_control = send_control
@@ -55,6 +59,8 @@ class TimeStepRunner:
         self._on_error = on_error
         self._on_complete = on_complete
         self._bench = bench
+        self._advance = advance
+        """Lockstep: ask the simulator to advance to a time; the timers then wait for it."""
         self.done = threading.Event()
         self.done.set()
         self.error: BaseException | None = None
@@ -119,6 +125,8 @@ class TimeStepRunner:
             if self._bench:
                 self._bench.end_send_control_time()
             self._on_start(self.schedule.begin_step(self._timer.now()))
+            if self._advance is not None:
+                self._advance(self.schedule.t_co)
             self._timer.arm(self.schedule.t_co, self._capture_now)
 
     def _capture_now(self) -> None:
@@ -128,6 +136,8 @@ class TimeStepRunner:
             self._capture()
             if self._bench:
                 self._bench.end_get_obs_time()
+            if self._advance is not None and self.schedule.t_end > self.schedule.t_co:
+                self._advance(self.schedule.t_end)
             self._timer.arm(self.schedule.t_end, self._complete)
 
     def _complete(self) -> None:

@@ -7,24 +7,22 @@ the capture (executor thread) may wait, bounded, for fresh data. Observation ord
 config's; the env turns it into a Dict (or keeps rtgym's Tuple).
 """
 
-import threading
-import time
 from typing import Any, Callable
 
 import gymnasium.spaces as spaces
 import numpy as np
+from rclpy.clock import ClockType
 from rclpy.node import Node
+from rclpy.time import Time
+from rosgraph_msgs.msg import Clock
 from rtgym_ros.core.interface import RealTimeGymInterface
 from rtgym_ros.core.validate import short_repr
 from rtgym_ros.msgconv.type_names import interface_name
+from rtgym_ros.robot.services import build_request, check_response, ServiceCaller
 from rtgym_ros.robot.slots import SignalSlot, Slot, wait_all
 from rtgym_ros.robot.spec import RobotSpec, ServiceSpec, SignalSpec
 from rtgym_ros.ros.deferred_log import DeferredLog
 from rtgym_ros.ros.graph import describe_publishers, describe_service, GraphWatch
-
-
-_SERVICE_RETRY = 1.0  # seconds before a service request is sent again
-_POLL = 0.01  # s between checks of a service's readiness or answer
 
 
 class RosInterface(RealTimeGymInterface):
@@ -47,7 +45,8 @@ class RosInterface(RealTimeGymInterface):
         self._graph_watch: GraphWatch | None = None
         self._clients: dict[int, Any] = {}
         self.paused = False
-        self._aborted = threading.Event()
+        self._services = ServiceCaller(lambda name, type_name: describe_service(
+            self._io_node, name, type_name))
         self.stale_counts = {slot.name: 0 for slot in spec.observations}
 
     # -- wiring -------------------------------------------------------------------------------
@@ -73,7 +72,11 @@ class RosInterface(RealTimeGymInterface):
                 self._io_node.create_subscription(signal.reader.msg_type, signal.topic,
                                                   value.store, signal.qos)
                 self._signals[name] = value
-        for service in (self.spec.reset, self.spec.pause, self.spec.unpause):
+        step = self.spec.step
+        if step is not None and step.topic is not None:
+            self._step_publisher = node.create_publisher(Clock, step.topic, 10)
+        for service in (self.spec.reset, self.spec.pause, self.spec.unpause,
+                        None if step is None else step.service):
             if service is not None and service.service is not None \
                     and id(service) not in self._clients:
                 self._clients[id(service)] = self._io_node.create_client(
@@ -261,6 +264,7 @@ class RosInterface(RealTimeGymInterface):
         if self.paused and self.spec.unpause is not None:
             self._call(self.spec.unpause, key='unpause')
         self.paused = False
+        counts = {slot.name: slot.count for slot in self.slots}
         if self.spec.reset is not None:
             self._call(self.spec.reset, key='reset', seed=seed, options=options)
             since = self.now()
@@ -268,17 +272,25 @@ class RosInterface(RealTimeGymInterface):
             since = -np.inf  # no reset: any message is a valid first observation
         for signal in self._signals.values():
             signal.clear()
-        self._wait_for_first_messages(since)
+        self._wait_for_first_messages(since, counts)
         info = self._freshness_info()
         self._last_capture = info['capture_time']
         return self._read_slots(info), info
 
-    def _wait_for_first_messages(self, since: float) -> None:
+    def _wait_for_first_messages(self, since: float, counts: dict[str, int]) -> None:
         """One reset_timeout for all slots together; data from before the reset never counts."""
         timeout = self.spec.options.reset_timeout
         baselines = {slot.name: slot.stamp for slot in self.slots}
-        silent = wait_all(self.slots, lambda slot: lambda: slot.message is not None and (
-            slot.stamp > since or slot.stamp < baselines[slot.name]), timeout=timeout)
+        if self.lockstep:
+            # A paused simulator publishes its state on reset, stamped with the time it is
+            # at: any message received since the reset request is from after it.
+            def ready(slot: Slot) -> Callable[[], bool]:
+                return lambda: slot.count > counts[slot.name]
+        else:
+            def ready(slot: Slot) -> Callable[[], bool]:
+                return lambda: slot.message is not None and (
+                    slot.stamp > since or slot.stamp < baselines[slot.name])
+        silent = wait_all(self.slots, ready, timeout=timeout)
         if silent:
             graph = '; '.join(describe_publishers(self._io_node, self._topics[slot.name],
                                                   interface_name(slot.reader.msg_type))
@@ -298,46 +310,43 @@ class RosInterface(RealTimeGymInterface):
         if service.function is not None:
             service.function(self._node, **kwargs)
             return
-        client = self._clients[id(service)]
-        deadline = time.monotonic() + service.timeout
-        type_name = interface_name(service.service_type)
-        if not self._wait_until(client.service_is_ready, service.timeout):
-            raise TimeoutError(
-                f'{key}: service {client.srv_name} is not available (waited {service.timeout} '
-                f's): {describe_service(self._io_node, client.srv_name, type_name)}')
-        request = service.service_type.Request()
-        if service.data is not None:
-            request.data = service.data
-        # A request sent before the server's reply path is matched (a restarted robot) is
-        # never answered: ask again every second until the bound.
-        while True:
-            done = threading.Event()
-            future = client.call_async(request)
-            future.add_done_callback(lambda _: done.set())
-            remaining = deadline - time.monotonic()
-            if self._wait_until(done.is_set, max(0.0, min(_SERVICE_RETRY, remaining))):
-                break
-            client.remove_pending_request(future)
-            if remaining <= _SERVICE_RETRY:
-                raise TimeoutError(
-                    f'{key}: service {client.srv_name} did not answer within {service.timeout} '
-                    f's: {describe_service(self._io_node, client.srv_name, type_name)}')
-        response = future.result()
-        if hasattr(response, 'success') and not response.success:
-            raise RuntimeError(f'{key}: service {service.service} failed: '
-                               f'{getattr(response, "message", "")!r}')
+        self._services.call(service, self._clients[id(service)], key=key)
 
-    def _wait_until(self, ready: Callable[[], bool], timeout: float) -> bool:
-        """Poll ``ready`` for at most ``timeout`` s; give up at once when the env closes."""
-        deadline = time.monotonic() + timeout
-        while not ready():
-            if self._aborted.is_set():
-                raise RuntimeError('the env is closing')
-            remaining = deadline - time.monotonic()
-            if remaining <= 0.0:
-                return False
-            time.sleep(min(_POLL, remaining))
-        return True
+    # -- lockstep -----------------------------------------------------------------------------
+
+    @property
+    def lockstep(self) -> bool:
+        return self.spec.options.stepping == 'lockstep'
+
+    def advance_to(self, target: float) -> None:
+        """
+        Executor thread, lockstep: ask the paused simulator to advance to ``target``.
+
+        The env's timers then wait for ``/clock`` to reach it. Never blocks on the simulator:
+        a service request is sent and its answer checked when it comes.
+        """
+        step = self.spec.step
+        if step.topic is not None:
+            self._step_publisher.publish(Clock(clock=Time(nanoseconds=round(target * 1e9),
+                                                          clock_type=ClockType.ROS_TIME).to_msg()))
+            return
+        client = self._clients[id(step.service)]
+        if not client.service_is_ready():
+            self._services.wait_until(client.service_is_ready, step.service.timeout)
+        fields = {}
+        if step.steps_field is not None:
+            fields[step.steps_field] = max(1, round((target - self.now()) / step.step_size))
+        request = build_request(step.service.service_type, {**step.service.request, **fields},
+                                key='step.request')
+        future = client.call_async(request)
+        future.add_done_callback(self._check_step_answer)
+
+    def _check_step_answer(self, future: Any) -> None:
+        try:
+            check_response(self.spec.step.service, future.result(), key='step',
+                           service=self.spec.step.service.service)
+        except Exception as error:  # noqa: B902 - logged; the stall check reports the rest
+            self._log.warning('step answer', f'{error}')
 
     def on_clock_jump(self, delta: float) -> None:
         """Forget data of the old time base when the clock went back (a simulator reset)."""
@@ -349,6 +358,6 @@ class RosInterface(RealTimeGymInterface):
 
     def abort_waits(self) -> None:
         """Any thread (env close): every wait of this interface returns now."""
-        self._aborted.set()
+        self._services.aborted.set()
         for slot in self.slots:
             slot.abort()

@@ -6,6 +6,7 @@ value, got 2``). The only code a config can name is a ``package.module:function`
 reward, termination or reset; nothing is eval'd.
 """
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,18 +23,18 @@ from rtgym_ros.msgconv.writers import compile_writer
 from rtgym_ros.robot.callables import load_callable
 from rtgym_ros.robot.params_file import load_params_file
 from rtgym_ros.robot.qos import qos_from_config
+from rtgym_ros.robot.services import compile_service, ServiceSpec, set_field
 from rtgym_ros.robot.spec import (ACTION_POLICIES, ActionGroup, AGENT_DEFAULTS,
                                   BOUNDS_POLICIES, LAYOUTS, ObservationSlotSpec,
-                                  ROBOT_DEFAULTS, RobotOptions, RobotSpec, ServiceSpec,
-                                  SignalSpec, STALE_POLICIES)
+                                  ROBOT_DEFAULTS, RobotOptions, RobotSpec, SignalSpec,
+                                  STALE_POLICIES, STEPPING, StepSpec)
 
-SERVICE_TYPES = ('std_srvs/srv/Empty', 'std_srvs/srv/Trigger', 'std_srvs/srv/SetBool')
 # rtgym keys that name Python objects cannot come from YAML.
 _CODE_KEYS = ('interface', 'interface_args', 'interface_kwargs', 'act_prepro_func',
               'obs_prepro_func')
 ENV_KEYS = tuple(k for k in (*RTGYM_DEFAULTS, *ROS_DEFAULTS) if k not in _CODE_KEYS)
 _ROBOT_KEYS = ('actions', 'observations', 'reward', 'termination', 'reset', 'pause',
-               'unpause', *ROBOT_DEFAULTS)
+               'unpause', 'step', *ROBOT_DEFAULTS)
 
 
 def load_robot_config(path: str | Path | None = None, *, node_name: str | None = None,
@@ -99,9 +100,10 @@ def split_and_check(params: dict[str, Any]) -> tuple[dict[str, Any], RobotSpec]:
     )
     if spec.pause and spec.unpause is None and spec.pause.data is not None:
         # A SetBool pause service is also the way back: data=False unpauses.
-        spec.unpause = ServiceSpec(service=spec.pause.service,
-                                   service_type=spec.pause.service_type, data=False,
-                                   timeout=spec.pause.timeout)
+        spec.unpause = replace(spec.pause, request={**spec.pause.request, 'data': False})
+    spec.step = _step(params, options, env_config)
+    if spec.step is not None:  # a simulator that does not advance when asked is an error
+        env_config.setdefault('on_clock_stall', 'error')
     return env_config, spec
 
 
@@ -124,7 +126,9 @@ def _options(params: dict[str, Any]) -> RobotOptions:
             params.get('diagnostics_period', defaults.diagnostics_period),
             key='diagnostics_period', minimum=0.0),
         stamp_tolerance=check_number(params.get('stamp_tolerance', defaults.stamp_tolerance),
-                                     key='stamp_tolerance', minimum=0.0))
+                                     key='stamp_tolerance', minimum=0.0),
+        stepping=check_choice(params.get('stepping', defaults.stepping), STEPPING,
+                              key='stepping'))
 
 
 def _groups(params: dict, key: str, build: Callable) -> list:
@@ -288,29 +292,54 @@ def _signal(value: Any, *, key: str, default_type: str, constant: Any) -> Signal
                                           default='reliable'))
 
 
-def _service(value: Any, *, key: str, timeout: float, data: bool) -> ServiceSpec:
+def _service(value: Any, *, key: str, timeout: float, data: bool | None,
+             retry: bool = True) -> ServiceSpec:
     if not isinstance(value, dict):
         raise ValueError(f'{key} must be a mapping with service (+ type) or function, '
                          f'got {short_repr(value)}')
-    _check_keys(value, ('service', 'type', 'data', 'function', 'timeout'), key=key)
-    timeout = check_number(value.get('timeout', timeout), key=f'{key}.timeout', minimum=0.0)
+    _check_keys(value, ('service', 'type', 'data', 'request', 'success', 'retry', 'function',
+                        'timeout'), key=key)
     if ('service' in value) == ('function' in value):
         raise ValueError(f'{key} needs exactly one of service, function')
     if 'function' in value:
         return ServiceSpec(function=load_callable(value['function'], key=f'{key}.function'),
-                           timeout=timeout)
-    type_name = value.get('type', 'std_srvs/srv/Empty')
-    if type_name not in SERVICE_TYPES:
-        raise ValueError(f'{key}.type must be one of {", ".join(SERVICE_TYPES)}, '
-                         f'got {short_repr(type_name)}')
-    service_type = load_service_type(type_name, key=f'{key}.type')
-    is_set_bool = type_name.endswith('/SetBool')
-    value_data = value.get('data', data)
-    if not isinstance(value_data, bool):
-        raise ValueError(f'{key}.data must be true or false, got {short_repr(value_data)}')
-    return ServiceSpec(service=_name(value['service'], key=f'{key}.service'),
-                       service_type=service_type, data=value_data if is_set_bool else None,
-                       timeout=timeout)
+                           timeout=check_number(value.get('timeout', timeout),
+                                                key=f'{key}.timeout', minimum=0.0))
+    _name(value['service'], key=f'{key}.service')
+    return compile_service(value, key=key, timeout=timeout, load_type=load_service_type,
+                           default_request=None if data is None else {'data': data},
+                           retry=retry)
+
+
+def _step(params: dict, options: RobotOptions, env_config: dict) -> StepSpec | None:
+    """Lockstep's advance request; lockstep needs it, and sim time."""
+    value = params.get('step')
+    if options.stepping != 'lockstep':
+        if value is not None:
+            raise ValueError('step applies to stepping: lockstep, got it with stepping: '
+                             f'{options.stepping}')
+        return None
+    if not env_config.get('use_sim_time', False):
+        raise ValueError('stepping: lockstep needs use_sim_time: true (the simulator owns '
+                         '/clock and the env advances it)')
+    if not isinstance(value, dict):
+        raise ValueError('stepping: lockstep needs step: {topic: step_until} (our simulators) '
+                         f'or step: {{service: ..., type: ...}}, got step: {short_repr(value)}')
+    if ('topic' in value) == ('service' in value):
+        raise ValueError(f'step needs exactly one of topic, service; got {sorted(value)}')
+    if 'topic' in value:
+        _check_keys(value, ('topic',), key='step')
+        return StepSpec(topic=_topic(value, key='step'))
+    service_keys = {k: v for k, v in value.items() if k not in ('steps_field', 'step_size')}
+    service = _service(service_keys, key='step', timeout=options.reset_timeout, data=None,
+                       retry=False)
+    steps_field = value.get('steps_field')
+    step_size = None
+    if steps_field is not None:
+        step_size = check_number(value.get('step_size'), key='step.step_size', above=0.0)
+        set_field(service.service_type.Request(), str(steps_field), 1,
+                  key=f'step.steps_field {steps_field!r}')
+    return StepSpec(service=service, steps_field=steps_field, step_size=step_size)
 
 
 def _optional(params: dict, key: str, build: Callable) -> Any:

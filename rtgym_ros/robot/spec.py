@@ -13,8 +13,10 @@ from rclpy.qos import QoSProfile
 
 from rtgym_ros.msgconv.readers import FieldReader
 from rtgym_ros.msgconv.writers import FieldWriter
+from rtgym_ros.robot.services import ServiceSpec
 
 STALE_POLICIES = ('warn', 'flag', 'wait', 'error')
+STEPPING = ('realtime', 'lockstep')
 BOUNDS_POLICIES = ('flag', 'clip', 'error')
 ACTION_POLICIES = ('clip', 'reject')
 LAYOUTS = ('dict', 'tuple')
@@ -42,6 +44,8 @@ class RobotOptions:
     """Bound on reset's service calls and on its wait for first messages."""
     diagnostics_period: float = 1.0
     """/diagnostics publishing period (s); 0 disables."""
+    stepping: str = 'realtime'
+    """'realtime' (the clock runs by itself) or 'lockstep' (the env advances a paused sim)."""
     stamp_tolerance: float = 0.1
     """Seconds a header stamp may be ahead of the node's clock (skew) and still count."""
 
@@ -109,14 +113,17 @@ class SignalSpec:
 
 
 @dataclass
-class ServiceSpec:
-    """A service call (std_srvs Empty/Trigger/SetBool) or a function, with a time bound."""
+class StepSpec:
+    """Lockstep: how the env asks the simulator to advance (topic, or a service request)."""
 
-    service: str | None = None
-    service_type: type | None = None
-    data: bool | None = None
-    function: Callable | None = None
-    timeout: float = 5.0
+    topic: str | None = None
+    """Our simulators' ``step_until`` (rosgraph_msgs/msg/Clock): the target sim time."""
+    service: ServiceSpec | None = None
+    """Any service (gz ``ControlWorld``): its request gets ``steps_field`` set per advance."""
+    steps_field: str | None = None
+    """Request field set to ``round(duration / step_size)`` (gz: world_control.multi_step)."""
+    step_size: float | None = None
+    """The simulator's physics step (s), for ``steps_field``."""
 
 
 @dataclass
@@ -131,6 +138,8 @@ class RobotSpec:
     pause: ServiceSpec | None
     unpause: ServiceSpec | None
     options: RobotOptions = field(default_factory=lambda: RobotOptions())
+    step: StepSpec | None = None
+    """Lockstep only: the advance request."""
 
     @property
     def action_low(self) -> np.ndarray:

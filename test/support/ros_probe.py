@@ -21,7 +21,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.signals import SignalHandlerOptions
-from rtgym_ros.nodes.signals import die_with_parent
+from rtgym_ros.nodes import signals
 from rtgym_ros.ros.spin import SpinThread
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,6 +32,18 @@ CHILD_ENV = dict(
     PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get('PYTHONPATH')])),
     PYTHONUNBUFFERED='1', RCUTILS_LOGGING_BUFFERED_STREAM='0')
 _names = itertools.count()
+
+
+def die_with_parent() -> None:
+    """
+    Prepare a child process of a test: SIGTERM when the test dies, SIGINT as from a terminal.
+
+    A test run started in the background by a non-interactive shell ignores SIGINT, and
+    children inherit that: Python would then install no KeyboardInterrupt, and a test of what
+    Ctrl-C does would test nothing.
+    """
+    signals.die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float,

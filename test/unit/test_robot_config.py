@@ -334,13 +334,31 @@ ERRORS: dict[str, tuple[Callable[[dict], Any], list[str]]] = {
         lambda p: p.update(reset={'function': 'rtgym_ros.sim.tasks:no_reset'}),
         ['reset.function', "'no_reset'"]),
     # services
-    'service_type_not_std_srvs': (
+    'service_type_not_installed': (
         lambda p: p.update(reset={'service': 'reset',
                                   'type': 'example_interfaces/srv/AddTwoInts'}),
-        ['reset.type', 'std_srvs/srv/Empty', 'std_srvs/srv/Trigger', 'std_srvs/srv/SetBool']),
+        ['reset.type', "'example_interfaces'"]),
     'service_type_unknown': (
         lambda p: p.update(pause={'service': 'p', 'type': 'std_srvs/srv/Foo'}),
-        ['pause.type', "'std_srvs/srv/Foo'"]),
+        ['pause.type', 'std_srvs/srv', "'Foo'"]),
+    'service_request_field_unknown': (
+        lambda p: p.update(reset={'service': 'r', 'type': 'std_srvs/srv/SetBool',
+                                  'request': {'dta': True}}),
+        ['reset.request.dta', "no field 'dta'"]),
+    'service_request_field_type': (
+        lambda p: p.update(reset={'service': 'r', 'type': 'std_srvs/srv/SetBool',
+                                  'request': {'data': 'yes'}}),
+        ['reset.request.data', 'true or false']),
+    'service_success_not_a_field': (
+        lambda p: p.update(reset={'service': 'r', 'type': 'std_srvs/srv/Trigger',
+                                  'success': 'ok'}),
+        ['reset.success', "no field 'ok'"]),
+    'step_without_lockstep': (
+        lambda p: p.update(step={'topic': 'step_until'}),
+        ['step applies to stepping: lockstep']),
+    'lockstep_without_sim_time': (
+        lambda p: p.update(stepping='lockstep', step={'topic': 'step_until'}),
+        ['stepping: lockstep needs use_sim_time']),
     'service_and_function': (
         lambda p: p.update(reset={'service': 'r',
                                   'function': 'rtgym_ros.sim.tasks:pendulum_reward'}),
