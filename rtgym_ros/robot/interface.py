@@ -165,6 +165,12 @@ class RosInterface(RealTimeGymInterface):
     def _wait_for_fresh_messages(self) -> None:
         """Bounded waits: 'newer than the action' for every slot, 'wait' policy when stale."""
         options = self.spec.options
+        if self.lockstep:
+            # The simulator publishes its state, then /clock, at each target: topics are not
+            # ordered, so the state of this very time may come just after the clock.
+            target = self.now() - 1e-9
+            wait_all(self.slots, lambda slot: lambda: slot.stamp >= target,
+                     timeout=options.reset_timeout)
         if options.newer_than_action:
             bound = options.newer_than_action_timeout
             action_time = self.last_action_time

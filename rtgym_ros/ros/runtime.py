@@ -78,7 +78,7 @@ class RosRuntime:
         the simulator's current time; and /clock costs no wake-up of the main executor.
         Timers of the main node follow it as with its own /clock subscription.
         """
-        self._clock_source = TimeSource(node=self.io_node)
+        self._clock_source = _ClockSource(node=self.io_node)
         self._clock_source.ros_time_is_active = True
         self._clock_source.attach_clock(self.node.get_clock())
 
@@ -124,9 +124,9 @@ class RosRuntime:
         return self.node.get_clock().now().nanoseconds * 1e-9
 
     def wait_for_clock(self, *, timeout: float) -> None:
-        """Under sim time the clock reads 0 until the first /clock message: wait for it."""
+        """Under sim time, wait for the first /clock message (a lockstep sim starts at 0)."""
         deadline = time.monotonic() + timeout
-        while self.now() <= 0.0:
+        while not self._clock_source.heard.is_set():
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f'use_sim_time is set but no /clock message arrived within {timeout} s '
@@ -242,3 +242,16 @@ def _domain_id(domain_id: int | None) -> int | None:
         return domain_id
     value = os.environ.get('ROS_DOMAIN_ID', '').strip()
     return int(value) if value.isdigit() else None
+
+
+class _ClockSource(TimeSource):
+    """rclpy's TimeSource, which also says when the first /clock message came."""
+
+    def __init__(self, *, node: Node) -> None:
+        self.heard = threading.Event()
+        super().__init__(node=node)
+
+    def clock_callback(self, msg: Any) -> None:
+        if not self.heard.is_set():
+            self.heard.set()
+        super().clock_callback(msg)

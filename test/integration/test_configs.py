@@ -14,6 +14,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from config_types import skip_unless_installed
 import numpy as np
 import pytest
 from rtgym_ros.core.config import resolve_config
@@ -112,6 +113,7 @@ def test_every_yaml_is_a_params_file(path):
 
 @pytest.mark.parametrize('path', ROBOT_CONFIGS, ids=_relative)
 def test_robot_config_validates(path):
+    skip_unless_installed(path)
     env_config, spec = load_robot_config(path)
     assert spec.actions and spec.observations
     assert spec.action_low.shape == spec.action_high.shape == spec.default_action.shape

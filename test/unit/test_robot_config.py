@@ -10,6 +10,7 @@ import copy
 from pathlib import Path
 from typing import Any, Callable
 
+from config_types import skip_unless_installed
 import gymnasium
 import numpy as np
 import pytest
@@ -548,6 +549,7 @@ def test_shipped_robot_configs_are_found():
 
 @pytest.mark.parametrize('path, entry', robot_entries())
 def test_shipped_robot_config_validates(path, entry):
+    skip_unless_installed(path)
     env_config, spec = load_robot_config(path, node_name=None if entry == '/**' else entry)
     assert spec.actions and spec.observations
     assert np.all(spec.action_low <= spec.default_action)

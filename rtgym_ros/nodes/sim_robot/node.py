@@ -24,7 +24,8 @@ from rclpy.time import Time
 from rtgym_ros.nodes.sim_robot import faults
 from rtgym_ros.nodes.sim_robot.parameters import (check_rates, declare_parameters,
                                                   dynamic_changes, refuse_invalid)
-from rtgym_ros.nodes.sim_robot.time_bases import Outbox, SimTime, TimeBase, to_ns, WallTime
+from rtgym_ros.nodes.sim_robot.time_bases import (Lockstep, Outbox, SimTime, TimeBase, to_ns,
+                                                  WallTime)
 from rtgym_ros.sim import make_model
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -91,6 +92,11 @@ class Physics:
         self._command = self._zero
         self._command_time = None
 
+    def sample_now(self, out: Outbox) -> None:
+        """Measure the state now, whatever the sensor rate (lockstep: at every target)."""
+        self._sample(self.t)
+        out.extend((self._joint_pub, msg) for msg in self.faults.due_measurements(self.t))
+
     def _sample(self, t: int) -> None:
         """Measure the state at ``t`` and queue the JointState behind the sensor delay."""
         measured = self.faults.measure(self.model.position(), self.model.velocity())
@@ -152,7 +158,10 @@ class SimRobot(Node):
             physics_rate=values['physics_rate'], sensor_rate=values['sensor_rate'],
             joint_pub=self._joint_pub)
         self._time: TimeBase
-        if values['publish_clock']:
+        if values['stepping'] == 'lockstep':
+            self._time = Lockstep(self, self._physics, clock_rate=clock_rate,
+                                  reset_time=values['reset_time'], guard=self._guarded)
+        elif values['publish_clock']:
             self._time = SimTime(self, self._physics, clock_rate=clock_rate,
                                  reset_time=values['reset_time'], guard=self._guarded)
         else:
@@ -162,11 +171,13 @@ class SimRobot(Node):
         model.reset(self._reset_rng, state=self._initial_state)
         self._time.restart()
 
-        # Best effort matches both reliable and best-effort command publishers.
+        # Best effort matches both reliable and best-effort command publishers. In lockstep a
+        # reliable one acknowledges each command, so the env knows it is here before a step.
+        reliability = (ReliabilityPolicy.RELIABLE if values['stepping'] == 'lockstep'
+                       else ReliabilityPolicy.BEST_EFFORT)
         self._command_sub = self.create_subscription(
             Float64MultiArray, values['command_topic'], self._guarded(self._on_command),
-            QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT),
-            qos_overriding_options=overridable)
+            QoSProfile(depth=10, reliability=reliability), qos_overriding_options=overridable)
         self._reset_srv = self.create_service(
             Trigger, values['reset_service'], self._guarded(self._on_reset))
         self._pause_srv = self.create_service(
@@ -174,17 +185,25 @@ class SimRobot(Node):
         self.add_on_set_parameters_callback(refuse_invalid)
         self.add_post_set_parameters_callback(self._parameters_set)
 
-        mode = (f'sim time, /clock at {clock_rate:g} Hz, real_time_factor '
-                f"{values['real_time_factor']:g}" if values['publish_clock']
-                else f"wall time, {'ROS timer' if values['ros_timer'] else 'thread'} ticking "
-                f'at {timer_rate:g} Hz')
+        if values['stepping'] == 'lockstep':
+            mode = 'lockstep: sim time, paused until step_until asks for a time'
+        elif values['publish_clock']:
+            mode = (f'sim time, /clock at {clock_rate:g} Hz, real_time_factor '
+                    f"{values['real_time_factor']:g}")
+        else:
+            mode = (f"wall time, {'ROS timer' if values['ros_timer'] else 'thread'} ticking "
+                    f'at {timer_rate:g} Hz')
         self.get_logger().info(
             f"{values['model']}: physics {values['physics_rate']:g} Hz, {mode}; JointState at "
             f"{values['sensor_rate']:g} Hz on {self._joint_pub.topic_name}, commands on "
             f'{self._command_sub.topic_name} (timeout {self._physics.timeout_ns / 1e9:g} s)')
+        lockstep = values['stepping'] == 'lockstep'
         for name, default in (('real_time_factor', 1.0), ('reset_time', False)):
-            if not values['publish_clock'] and values[name] != default:
-                self.get_logger().warning(f'{name} is ignored without publish_clock')
+            ignored = not values['publish_clock'] and not (lockstep and name == 'reset_time')
+            if (ignored or (lockstep and name == 'real_time_factor')) \
+                    and values[name] != default:
+                self.get_logger().warning(f'{name} is ignored without publish_clock'
+                                          if not lockstep else f'{name} is ignored in lockstep')
 
     # ---------------------------------------------------------------- lifecycle
 

@@ -42,6 +42,9 @@ PARAMETERS: Tuple[Tuple[str, Any, str], ...] = (
     ('max_effort', 0.0,
      'Actuator limit (N m for the pendulum, N for the cart-pole); 0: the model default.'),
     ('publish_clock', False, 'Own the clock: run in sim time and publish /clock.'),
+    ('stepping', 'realtime',
+     'realtime, or lockstep: own /clock from 0, paused; advance only to the sim times asked '
+     'on step_until (rosgraph_msgs/Clock), then publish JointState and /clock at that time.'),
     ('real_time_factor', 1.0,
      'With publish_clock: sim seconds per wall second; 0 runs as fast as possible.'),
     ('timer_rate', 0.0,
@@ -77,6 +80,8 @@ def check_option(name: str, value: Any) -> Optional[str]:
             check_number(value, key=name, **_BOUNDS.get(name, {}))
         elif name == 'model':
             check_choice(value, sorted(MODELS), key=name)
+        elif name == 'stepping':
+            check_choice(value, ('realtime', 'lockstep'), key=name)
     except ValueError as error:
         return str(error)
     if name in _RATES and value <= 0.0:  # check_number(above=0) would not say the unit
@@ -121,7 +126,7 @@ def check_rates(values: Dict[str, Any]) -> Tuple[float, float]:
         raise ValueError(
             f'sensor_rate must be <= physics_rate ({physics_rate} Hz), '
             f"got {values['sensor_rate']}")
-    sim_time = bool(values['publish_clock'])
+    sim_time = bool(values['publish_clock']) or values['stepping'] == 'lockstep'
     clock_rate = values['clock_rate'] or min(physics_rate, 1000.0)
     if sim_time and clock_rate > physics_rate:
         raise ValueError(

@@ -271,3 +271,62 @@ class SimTime(TimeBase):
             # No sleep(0) to hand over the GIL: it halves the speed, and the interpreter's
             # switch interval (5 ms) already lets the executor thread take commands.
             publish(out)
+
+
+class Lockstep(SimTime):
+    """
+    Own the clock, paused: advance only to the targets asked on ``step_until`` (lockstep).
+
+    A target is a sim time (rosgraph_msgs/Clock); the physics runs to it as fast as the CPU
+    allows, then JointState and /clock go out stamped with the time reached, and it waits. A
+    target not ahead of the time is ignored, so a repeated request is harmless. Commands that
+    arrived before the request apply to it (one thread takes both, in arrival order).
+    """
+
+    def __init__(self, node: Node, physics: Physics, *, clock_rate: float, reset_time: bool,
+                 guard: Guard, step_topic: str = 'step_until') -> None:
+        """Start paused at 0; take targets on ``step_topic``."""
+        super().__init__(node, physics, clock_rate=clock_rate, reset_time=reset_time,
+                         guard=guard)
+        self._target = 0
+        self._announce = True  # publish state and /clock at the current time
+        node.create_subscription(Clock, step_topic, guard(self._on_step_until),
+                                 QoSProfile(depth=10))
+
+    def _on_step_until(self, msg: Clock) -> None:
+        target = Time.from_msg(msg.clock).nanoseconds
+        with self._physics.lock:
+            self._target = max(self._target, target)
+        self._wake.set()
+
+    def reset(self) -> None:
+        """Reset as SimTime does, stay paused there, and announce the new state (lock held)."""
+        super().reset()
+        self._target = self._physics.t
+        self._announce = True
+        self._wake.set()
+
+    def _run_sim_loop(self) -> None:
+        physics = self._physics
+        while not self._stop.is_set():
+            out: Outbox = []
+            with physics.lock:
+                # Advance in chunks, so commands and services never wait long for the lock.
+                for _ in range(_CHUNK):
+                    if physics.t >= self._target:
+                        break
+                    self._step(out)
+                    self._announce = True
+                reached = physics.t >= self._target
+                if reached and self._announce:
+                    physics.sample_now(out)
+                    out.append((self._clock_pub, Clock(clock=Time(nanoseconds=physics.t)
+                                                       .to_msg())))
+                    self._announce = False
+            publish(out)
+            if reached and not self._wake.wait(0.1):
+                # Idle: say the time again for nodes that came late (/clock is volatile).
+                with physics.lock:
+                    now = physics.t
+                self._clock_pub.publish(Clock(clock=Time(nanoseconds=now).to_msg()))
+            self._wake.clear()

@@ -1,0 +1,147 @@
+"""
+Simulators plugged in directly: services of any type by config, and lockstep stepping.
+
+A real ``sim_robot`` process in lockstep (paused, advancing only to the times the env asks on
+``step_until``) and a service of a type with nested request fields in another process.
+"""
+
+from pathlib import Path
+import subprocess
+import sys
+import time
+
+from emulated_robots import act, CHILD_ENV, next_name, REPO
+import gymnasium as gym
+import numpy as np
+import pytest
+from ros_probe import die_with_parent, SimProcess, wait_until
+import rtgym_ros  # noqa: F401
+
+ROBOT = str(REPO / 'config' / 'robots' / 'pendulum_sim.yaml')
+LOCKSTEP = {'use_sim_time': True, 'stepping': 'lockstep', 'step': {'topic': 'step_until'}}
+T = 0.02  # the pendulum config's time-step
+
+
+@pytest.fixture
+def lockstep_sim(tmp_path):
+    sims = []
+
+    def start(*params: str) -> SimProcess:
+        sims.append(SimProcess(tmp_path, 'stepping:=lockstep', 'reset_time:=true',
+                               'initial_state:=[3.0, 0.0]', *params))
+        return sims[-1]
+
+    yield start
+    for sim in sims:
+        sim.stop()
+
+
+def run_episode(sim: SimProcess, *, steps: int, pause: float = 0.0, **overrides) -> dict:
+    env = gym.make('rtgym_ros/ros-v1', robot_config=ROBOT, namespace=sim.ns,
+                   ep_max_length=steps, disable_env_checker=True, **LOCKSTEP, **overrides)
+    try:
+        obs, _ = env.reset()
+        start_time = env.unwrapped.now()
+        observations, rewards = [obs['joints'].copy()], []
+        rng = np.random.default_rng(7)
+        for _ in range(steps):
+            obs, reward, terminated, truncated, _ = env.step(
+                rng.uniform(-2.0, 2.0, 1).astype(np.float32))
+            observations.append(obs['joints'].copy())
+            rewards.append(reward)
+            time.sleep(pause)  # the agent's own time (a gradient step): free in lockstep
+            if terminated or truncated:
+                break
+        return {'obs': np.array(observations), 'rewards': rewards,
+                'timeouts': env.unwrapped.timeouts, 'elapsed': env.unwrapped.now() - start_time}
+    except AssertionError as error:
+        raise AssertionError(f'{error}\nsim_robot:\n{sim.output()}') from None
+    finally:
+        env.close()
+
+
+def test_lockstep_never_times_out_and_advances_exactly(lockstep_sim):
+    sim = lockstep_sim()
+    result = run_episode(sim, steps=40, pause=3 * T)  # the agent is 3x slower than real time
+    assert result['timeouts'] == 0
+    assert result['elapsed'] == pytest.approx(40 * T, abs=1e-6)
+
+
+def test_lockstep_capture_within_the_step(lockstep_sim):
+    # c < T: two advances per time-step; the capture sees the state at t_start + c.
+    sim = lockstep_sim()
+    result = run_episode(sim, steps=20, start_obs_capture=T / 2)
+    assert result['timeouts'] == 0
+    assert result['elapsed'] == pytest.approx(20 * T, abs=1e-6)
+
+
+def test_a_simulator_that_does_not_advance_is_an_error(lockstep_sim):
+    sim = lockstep_sim()
+    env = gym.make('rtgym_ros/ros-v1', robot_config=ROBOT, namespace=sim.ns,
+                   clock_stall_timeout=0.5, disable_env_checker=True,
+                   **dict(LOCKSTEP, step={'topic': 'nobody_listens'}))
+    try:
+        env.reset()
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match='/clock has not moved'):
+            for _ in range(10):
+                env.step(act(0.0))
+        assert time.monotonic() - start < 5.0
+    finally:
+        env.close()
+
+
+# -- services of any type, request fields from the config ---------------------------------
+
+
+@pytest.fixture
+def server(tmp_path):
+    made = []
+
+    def start(*args: str) -> tuple[str, Path]:
+        namespace = f'/service_{next_name()}'
+        log = tmp_path / f'{namespace.strip("/")}.jsonl'
+        proc = subprocess.Popen([sys.executable, str(REPO / 'test' / 'support' /
+                                                     'service_server.py'), namespace, str(log),
+                                 *args], cwd=REPO, env=CHILD_ENV, stdout=subprocess.PIPE,
+                                text=True, preexec_fn=die_with_parent)
+        made.append(proc)
+        assert proc.stdout.readline().strip() == 'READY'
+        return namespace, log
+
+    yield start
+    for proc in made:
+        proc.terminate()
+        proc.wait(10.0)
+
+
+def _reset_env(sim: SimProcess, namespace: str, **reset_changes) -> gym.Env:
+    reset = {'service': f'{namespace}/change_state', 'type': 'lifecycle_msgs/srv/ChangeState',
+             'request': {'transition': {'id': 3, 'label': 'activate'}}, **reset_changes}
+    return gym.make('rtgym_ros/ros-v1', robot_config=ROBOT, namespace=sim.ns, reset=reset,
+                    pause=None, reset_timeout=5.0, disable_env_checker=True)
+
+
+def test_a_service_of_any_type_gets_its_nested_request_fields(tmp_path, server):
+    namespace, log = server()
+    sim = SimProcess(tmp_path)
+    env = _reset_env(sim, namespace)
+    try:
+        env.reset()
+        wait_until(lambda: log.exists() and log.read_text(), 5.0, 'the request in the log')
+        assert log.read_text().splitlines()[0] == '{"id": 3, "label": "activate"}'
+    finally:
+        env.close()
+        sim.stop()
+
+
+def test_a_false_success_field_fails_the_reset_naming_the_service(tmp_path, server):
+    namespace, _ = server('--fail')
+    sim = SimProcess(tmp_path)
+    env = _reset_env(sim, namespace, success='success')
+    try:
+        with pytest.raises(RuntimeError, match=r'change_state failed \(success is false\)'):
+            env.reset()
+    finally:
+        env.close()
+        sim.stop()
