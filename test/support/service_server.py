@@ -1,6 +1,7 @@
 """
-A service in another process, of a type with nested request fields: what a config's request
-fields and success check are tested against.
+A service in another process, of a type with nested request fields.
+
+A config's request fields and success check are tested against it.
 
 ``python test/support/service_server.py NAMESPACE LOG [--fail]`` serves
 ``NAMESPACE/change_state`` (lifecycle_msgs/srv/ChangeState: request ``transition.id``,
