@@ -67,6 +67,17 @@ def test_lockstep_never_times_out_and_advances_exactly(lockstep_sim):
     assert result['elapsed'] == pytest.approx(40 * T, abs=1e-6)
 
 
+def test_lockstep_is_deterministic(lockstep_sim):
+    # One simulator at a time: /clock is global, two sims on one domain would fight over it.
+    first_sim = lockstep_sim()
+    first = run_episode(first_sim, steps=60)
+    first_sim.stop()
+    second = run_episode(lockstep_sim(), steps=60)
+    assert np.array_equal(first['obs'], second['obs']), \
+        np.flatnonzero(np.any(first['obs'] != second['obs'], axis=1))
+    assert first['rewards'] == second['rewards']
+
+
 def test_lockstep_capture_within_the_step(lockstep_sim):
     # c < T: two advances per time-step; the capture sees the state at t_start + c.
     sim = lockstep_sim()
