@@ -315,7 +315,9 @@ def test_a_joint_never_published_fails_reset_naming_the_topic(streams, make_env)
 
 def test_future_stamps_with_wait_and_no_max_age_do_not_crash(streams, make_env):
     streams.joint_states(['j0'], [1.0], rate=100.0, stamp_offset=3600.0)
-    env = make_env(streams.ns, params(['j0'], joints={'on_stale': 'wait', 'max_age': None}))
+    config = params(['j0'], joints={'on_stale': 'wait'})
+    del config['observations']['joints']['max_age']  # YAML null would be the string 'null'
+    env = make_env(streams.ns, config)
     env.reset()
     *_, info = steps(env, 3)[-1]
     assert info['future_stamps'] == ['joints'], info
