@@ -4,8 +4,9 @@ The embedded simulated pendulum and the agent swinging it up, in one launch.
     ros2 launch rtgym_ros sim_demo.launch.py
     ros2 launch rtgym_ros sim_demo.launch.py use_sim_time:=true real_time_factor:=2.0
 
-With use_sim_time:=true sim_robot owns /clock and runs real_time_factor times faster than wall
-time; the agent follows that clock. Every argument is checked before a node starts. The launch ends
+With use_sim_time:=true sim_robot owns /clock (at the clock_rate of config/sim_robot/
+pendulum.yaml, as tools/demo --sim-time) and runs real_time_factor times faster than wall time;
+the agent follows that clock. Every argument is checked before a node starts. The launch ends
 when the agent has run its episodes (exit 0); it fails (exit 1) and stops the other node when
 the agent exits non-zero or sim_robot ends first. Stop it with SIGINT (Ctrl-C, timeout -s INT),
 not SIGTERM: see docs/launch.md.

@@ -10,12 +10,14 @@ their ``on_exit``. test_configs.py runs the real ``generate_launch_description``
 
 import importlib.util
 from pathlib import Path
+import subprocess
 import sys
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
 from rtgym_ros.nodes.launch_logic import LaunchArgumentError, LaunchFailure
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCH_DIR = REPO / 'launch'
@@ -218,3 +220,24 @@ def test_every_argument_is_described_with_a_default(stand_in, monkeypatch, launc
     description, _ = stand_in.load(launch_file, monkeypatch)
     for argument in description.get_launch_arguments():
         assert argument.default_value is not None and argument.description, argument.name
+
+
+def test_sim_demo_and_tools_demo_take_the_clock_rate_from_one_file(stand_in, monkeypatch):
+    sim_robot, _ = stand_in.run('sim_demo.launch.py', monkeypatch, use_sim_time='true')
+    files, values = _parameters(sim_robot)
+    assert 'clock_rate' not in values
+    demo = (REPO / 'tools' / 'demo').read_text()
+    code = [line for line in demo.splitlines() if not line.lstrip().startswith('#')]
+    assert not [line for line in code if 'clock_rate' in line], 'tools/demo sets its own'
+    assert '"$share/sim_robot/pendulum.yaml"' in demo
+    assert files == [str(REPO / 'config' / 'sim_robot' / 'pendulum.yaml')]
+    sim = yaml.safe_load(Path(files[0]).read_text())['/**']['ros__parameters']
+    assert sim['clock_rate'] == 250.0 and sim['clock_rate'] <= sim['physics_rate']
+
+
+@pytest.mark.parametrize('rate', ['0', '0.0', '-1', 'fast'])
+def test_tools_demo_refuses_a_real_time_factor_the_agent_cannot_follow(rate):
+    result = subprocess.run(['bash', str(REPO / 'tools' / 'demo'), '--sim-time', rate],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert result.stderr == f"--sim-time needs a real-time factor > 0, got '{rate}'\n"
