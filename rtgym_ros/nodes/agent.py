@@ -5,7 +5,7 @@ The agent node: run episodes of ``rtgym_ros/ros-v1`` on a robot config with a po
 params file is the robot config; the agent's own parameters (``policy``, ``episodes``,
 ``seed``, ``timing_csv``, ``timing_plot``, ``progress``) may sit in the same file. Prints one
 line per episode and a summary table; Ctrl-C or SIGTERM stops the robot (default action) and
-exits cleanly.
+exits cleanly. ``agent --help`` lists the parameters and starts nothing.
 """
 
 import csv
@@ -19,11 +19,47 @@ import numpy as np
 
 from rtgym_ros.core.timing import capture_spacing_errors
 from rtgym_ros.core.validate import check_bool
+from rtgym_ros.nodes.command_line import (default_text, format_help, ParameterHelp, type_name,
+                                          wants_help)
 from rtgym_ros.nodes.policies import make_policy
 from rtgym_ros.nodes.signals import ignore_stop_signals
 from rtgym_ros.robot.env import RosEnv
 from rtgym_ros.robot.spec import AGENT_DEFAULTS
 from rtgym_ros.ros.parameters import read_node_parameters
+
+# The agent's own parameters; their defaults are AGENT_DEFAULTS.
+DESCRIPTIONS = {
+    'policy': 'zero (the default action), random (uniform in the action space), '
+              "pendulum_swingup, cartpole_lqr, 'sb3:ALGO:PATH' (a saved Stable-Baselines3 "
+              "model, pip install 'rtgym_ros[train]') or 'package.module:function' (a callable "
+              'f(obs) -> action).',
+    'episodes': 'Episodes to run.',
+    'seed': 'Episode k resets with seed + k; also seeds the random policy.',
+    'timing_csv': 'Write per-step timings to this CSV file; empty: no file.',
+    'timing_plot': "Write a PNG of the last episode's timing (pip install 'rtgym_ros[plot]'); "
+                   'empty: no plot.',
+    'progress': 'Print one line per episode.',
+}
+
+
+def help_text() -> str:
+    """Return ``agent --help``: the agent's parameters, then where the robot config's are."""
+    return format_help(
+        usage=['agent --ros-args --params-file ROBOT_CONFIG [-p NAME:=VALUE ...] '
+               '[-r __ns:=/NS]',
+               'agent -h | --help'],
+        summary='Run episodes of rtgym_ros/ros-v1 on a robot config with a policy, printing '
+                'one line per episode and a summary. SIGINT or SIGTERM stops the robot with '
+                'its default action and exits 0; exit 1: the run stopped on an error; exit 2: '
+                'invalid parameters, or a missing or invalid robot config.',
+        parameters=[ParameterHelp(name, type_name(default), default_text(default),
+                                  DESCRIPTIONS[name])
+                    for name, default in AGENT_DEFAULTS.items()],
+        epilog='Every other parameter is a key of the robot config (a ROS 2 params file): the '
+               "env's keys such as time_step_duration and ep_max_length, use_sim_time, the "
+               'robot keys, actions and observations; see docs/configuration.md and '
+               'docs/nodes/agent.md in the rtgym_ros sources, and the shipped configs in '
+               'share/rtgym_ros/config/robots/.')
 
 
 @dataclass
@@ -141,12 +177,23 @@ def write_plot(path: str, records: list[EpisodeRecord], period: float) -> None:
 def main(args: list[str] | None = None) -> int:
     args = sys.argv if args is None else args
     try:
+        if wants_help(args, prog='agent'):
+            print(help_text(), end='')
+            return 0
+    except ValueError as error:
+        print(f'agent: {error}', file=sys.stderr)
+        return 2
+    try:
         given = read_node_parameters(args, default_node_name='agent', source='agent --ros-args')
         parameters = dict(given.parameters)
         options = {key: parameters.pop(key, default) for key, default in AGENT_DEFAULTS.items()}
         check_bool(options['progress'], key='progress')
     except ValueError as error:
         print(f'agent: invalid parameters: {error}', file=sys.stderr)
+        return 2
+    if not parameters:
+        print('agent: no robot config: give one with --ros-args --params-file ROBOT_CONFIG '
+              '(see agent --help)', file=sys.stderr)
         return 2
     _raise_on_sigterm()
     try:

@@ -239,3 +239,32 @@ def test_generate_launch_description(path):
     assert isinstance(description, launch.LaunchDescription)
     arguments = {a.name for a in description.get_launch_arguments()}
     assert {'use_sim_time', 'namespace', 'policy'} <= arguments
+
+
+@pytest.mark.parametrize('path', LAUNCH_FILES, ids=lambda p: p.name)
+def test_launch_nodes_come_from_checked_arguments(path):
+    """With the real launch: the nodes, or a refusal naming the argument before any node."""
+    if importlib.util.find_spec('launch_ros') is None:
+        pytest.skip('launch_ros not installed (see test_generate_launch_description); '
+                    'test/unit/test_launch_files.py runs the files against a stand-in')
+    from ament_index_python.packages import PackageNotFoundError
+    import launch
+    from launch.actions import OpaqueFunction
+    from launch_ros.actions import Node
+    from rtgym_ros.nodes.launch_logic import LaunchArgumentError
+    spec = importlib.util.spec_from_file_location(path.name.replace('.', '_'), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        description = module.generate_launch_description()
+        context = launch.LaunchContext()
+        for argument in description.get_launch_arguments():
+            argument.execute(context)
+        function, = [e for e in description.entities if isinstance(e, OpaqueFunction)]
+        nodes = function.execute(context)
+    except PackageNotFoundError:
+        pytest.skip('rtgym_ros is not installed in an ament index (colcon build)')
+    assert nodes and all(isinstance(node, Node) for node in nodes)
+    context.launch_configurations['episodes'] = '2.0'
+    with pytest.raises(LaunchArgumentError, match='episodes must be an integer >= 1'):
+        function.execute(context)

@@ -205,3 +205,12 @@ def test_agent_reports_a_bad_config_without_a_traceback(tmp_path):
          str(bad)], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert 'actions.effort' in result.stderr and 'Traceback' not in result.stderr
+
+
+def test_agent_without_a_robot_config_says_so():
+    result = subprocess.run(
+        [sys.executable, '-m', 'rtgym_ros.nodes.agent', '--ros-args', '-p', 'policy:=random'],
+        cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.startswith('agent: no robot config: give one with --ros-args '
+                                    '--params-file ROBOT_CONFIG'), result.stderr

@@ -17,10 +17,12 @@ Modules: :mod:`.parameters` (the parameter table and its checks), :mod:`.time_ba
 :mod:`.faults` (injected faults), :mod:`.node` (the node, its model, topics and services).
 
 Run it as ``sim_robot --ros-args --params-file config/sim_robot/pendulum.yaml`` or
-``python -m rtgym_ros.nodes.sim_robot --ros-args ...``.
+``python -m rtgym_ros.nodes.sim_robot --ros-args ...``; ``sim_robot --help`` lists the parameters
+and starts nothing.
 """
 
 import signal
+import sys
 import threading
 from typing import List, Optional
 
@@ -28,12 +30,32 @@ import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
+from rtgym_ros.nodes.command_line import format_help, wants_help
 from rtgym_ros.nodes.signals import ignore_stop_signals, STOP_SIGNALS
 from rtgym_ros.nodes.sim_robot.node import NODE_NAME, SimRobot
+from rtgym_ros.nodes.sim_robot.parameters import help_rows
 from rtgym_ros.ros.runtime import make_io_executor
 from rtgym_ros.ros.spin import SpinThread
 
-__all__ = ['main', 'NODE_NAME', 'SimRobot']
+__all__ = ['help_text', 'main', 'NODE_NAME', 'SimRobot']
+
+
+def help_text() -> str:
+    """Return ``sim_robot --help``: what the node does and its parameter table."""
+    return format_help(
+        usage=['sim_robot --ros-args [--params-file FILE] [-p NAME:=VALUE ...] [-r __ns:=/NS]',
+               'python -m rtgym_ros.nodes.sim_robot --ros-args ...',
+               'sim_robot -h | --help'],
+        summary='An embedded simulated robot behind ROS 2 topics: sensor_msgs/JointState out, '
+                'std_msgs/Float64MultiArray efforts in, std_srvs reset and pause services, '
+                'optionally owning /clock (publish_clock). Runs until SIGINT or SIGTERM (exit '
+                '0); exit 1: it could not start (the log names the parameter) or a callback '
+                'failed; exit 2: an argument outside --ros-args. Doubles also take integers '
+                '(-p real_time_factor:=5).',
+        parameters=help_rows(),
+        epilog='Examples: config/sim_robot/pendulum.yaml and cartpole.yaml (installed under '
+               'share/rtgym_ros/config/sim_robot/); docs/nodes/sim_robot.md in the rtgym_ros '
+               'sources.')
 
 
 def main(args: Optional[List[str]] = None) -> int:
@@ -41,8 +63,16 @@ def main(args: Optional[List[str]] = None) -> int:
     Run the node until SIGINT or SIGTERM, then tear down in order (ignoring more of them).
 
     :param args: Command line (with ``--ros-args``); ``None`` reads ``sys.argv``.
-    :return: 0 on a clean stop, 1 when the node could not start or a callback failed.
+    :return: 0 on a clean stop or after ``--help``, 1 when the node could not start or a
+        callback failed, 2 for an argument outside ``--ros-args``.
     """
+    try:
+        if wants_help(sys.argv if args is None else args, prog='sim_robot'):
+            print(help_text(), end='')
+            return 0
+    except ValueError as error:
+        print(f'sim_robot: {error}', file=sys.stderr)
+        return 2
     context = Context()
     # Our own handlers (below) decide what SIGINT and SIGTERM do, not rclpy's.
     rclpy.init(args=args, context=context, signal_handler_options=SignalHandlerOptions.NO)

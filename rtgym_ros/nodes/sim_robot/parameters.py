@@ -11,6 +11,7 @@ from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParam
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rtgym_ros.core.validate import check_choice, check_number
+from rtgym_ros.nodes.command_line import default_text, ParameterHelp, type_name
 from rtgym_ros.sim import MODELS
 
 # Options that may change while the node runs (ros2 param set); the rest are read-only.
@@ -87,6 +88,28 @@ def check_option(name: str, value: Any) -> Optional[str]:
     if name in _RATES and value <= 0.0:  # check_number(above=0) would not say the unit
         return f'{name} must be a finite number > 0 (Hz), got {value!r}'
     return None
+
+
+def help_rows() -> List[ParameterHelp]:
+    """Return the table of ``sim_robot --help``: each parameter's type and range, default, use."""
+    rows = []
+    for name, default, description in PARAMETERS:
+        if isinstance(default, Parameter.Type):
+            kind, shown = default.name.lower().replace('_', ' '), 'unset'
+        else:
+            kind, shown = type_name(default), default_text(default)
+        if name in _RATES:
+            kind += ' > 0'
+        elif name == 'sensor_dropout':
+            kind += ' in [0, 1]'
+        elif name in _NON_NEGATIVE:
+            kind += ' >= 0'
+        live = ' Changes at run time (ros2 param set).' if name in DYNAMIC else ''
+        rows.append(ParameterHelp(name, kind, shown, description + live))
+    rows.append(ParameterHelp(
+        'use_sim_time', 'bool', 'false',
+        "rclpy's: without publish_clock, follow someone else's /clock."))
+    return rows
 
 
 def descriptor(name: str, description: str) -> ParameterDescriptor:
