@@ -46,22 +46,29 @@ def _step_in_thread(env, action) -> threading.Thread:
     return thread
 
 
-def test_close_sends_the_safe_action_while_a_reward_function_blocks(spawn, make_env,
-                                                                    blocked_reward):
-    robot = spawn()
+def _block_the_executor(robot, make_env, blocked_reward, *, watchdog: float):
+    """Make an env whose reward function now sleeps 8 s inside a step() of another thread."""
     env = make_env(robot, reward={'function': 'blocking_tasks:sleepy_reward'},
-                   watchdog_timeout=30.0)
+                   watchdog_timeout=watchdog)
     env.reset()
     for _ in range(3):
         env.step(act(0.5))
     blocked_reward.BLOCK.set()
     stepping = _step_in_thread(env, act(0.5))
     assert blocked_reward.BLOCKING.wait(5.0), 'the reward function never blocked'
+    return env, stepping
+
+
+def test_close_sends_the_safe_action_while_a_reward_function_blocks(spawn, make_env,
+                                                                    blocked_reward):
+    robot = spawn()
+    env, stepping = _block_the_executor(robot, make_env, blocked_reward, watchdog=30.0)
+    closing = time.time()
     start = time.monotonic()
     env.close()
     took = time.monotonic() - start
     commands = robot.wait_last(DEFAULT, timeout=BOUND)
-    assert commands[-1]['t'] - time.time() < BOUND
+    assert commands[-1]['t'] - closing < BOUND
     assert took < 3 * BOUND, f'close() took {took:.2f} s'
     stepping.join(BOUND)
     assert not stepping.is_alive(), 'step() stayed blocked after close()'
@@ -69,15 +76,10 @@ def test_close_sends_the_safe_action_while_a_reward_function_blocks(spawn, make_
 
 def test_watchdog_acts_while_the_executor_thread_is_blocked(spawn, make_env, blocked_reward):
     robot = spawn()
-    env = make_env(robot, reward={'function': 'blocking_tasks:sleepy_reward'},
-                   watchdog_timeout=0.3)
-    env.reset()
-    for _ in range(3):
-        env.step(act(0.5))
-    blocked_reward.BLOCK.set()
-    _step_in_thread(env, act(0.5))
-    assert blocked_reward.BLOCKING.wait(5.0), 'the reward function never blocked'
-    robot.wait_last(DEFAULT, timeout=0.3 + T + BOUND)
+    env, _ = _block_the_executor(robot, make_env, blocked_reward, watchdog=0.3)
+    blocked = time.time()
+    commands = robot.wait_last(DEFAULT, timeout=0.3 + T + BOUND)
+    assert commands[-1]['t'] - blocked < 0.3 + T + BOUND
     assert env.unwrapped.stalls >= 1
 
 
