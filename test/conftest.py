@@ -1,9 +1,9 @@
 """
 Keep DDS traffic on this machine and on a domain of its own for every test run.
 
-Tiers: ``unit/`` (no DDS, no nodes: subprocesses only for command lines that start none),
-``integration/`` (real DDS, processes); the helpers both use live in ``support/``, importable
-by name.
+Tiers: ``unit/`` (no messages over DDS: params files are read by rcl through a throw-away
+node, and subprocesses only run command lines that start no node), ``integration/`` (real DDS,
+processes); the helpers both use live in ``support/``, importable by name.
 """
 
 import os
