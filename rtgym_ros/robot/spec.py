@@ -13,6 +13,7 @@ from rclpy.qos import QoSProfile
 
 from rtgym_ros.msgconv.readers import FieldReader
 from rtgym_ros.msgconv.writers import FieldWriter
+from rtgym_ros.robot.transforms import SlotTransform
 
 STALE_POLICIES = ('warn', 'flag', 'wait', 'error')
 BOUNDS_POLICIES = ('flag', 'clip', 'error')
@@ -24,6 +25,16 @@ AGENT_DEFAULTS: dict[str, Any] = {
     'policy': 'zero', 'episodes': 3, 'seed': 0, 'timing_csv': '', 'timing_plot': '',
     'progress': True,
 }
+
+
+@dataclass(frozen=True)
+class StaleTruncation:
+    """``truncate_on_stale``: end the episode when the robot is gone (its slots stay stale)."""
+
+    steps: int
+    """Consecutive captures every watched slot must be stale for."""
+    slots: tuple[str, ...]
+    """The watched slots (all slots unless the config names some)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,8 @@ class RobotOptions:
     """/diagnostics publishing period (s); 0 disables."""
     stamp_tolerance: float = 0.1
     """Seconds a header stamp may be ahead of the node's clock (skew) and still count."""
+    truncate_on_stale: StaleTruncation | None = None
+    """End the episode (truncated) when the watched slots stay stale; None: never."""
 
 
 ROBOT_DEFAULTS: dict[str, Any] = {
@@ -90,6 +103,15 @@ class ObservationSlotSpec:
     qos: QoSProfile
     out_of_bounds: str = 'flag'
     """Values outside ``space`` (NaN included): 'flag' in info, 'clip' into it, 'error'."""
+    transform: SlotTransform | None = None
+    """Applied to the values read, at capture; ``space`` is its output's."""
+    stale_warn_steps: int = 10
+    """Under on_stale 'flag': log (rate-limited) once the slot is stale this many captures."""
+
+    @property
+    def labels(self) -> tuple[str, ...] | None:
+        """Return what each value of the observation is (None for images)."""
+        return self.transform.labels if self.transform is not None else self.reader.labels
 
 
 @dataclass
