@@ -49,7 +49,7 @@ class RealTimeEnv(gymnasium.Env):
     rtgym does. Nothing renders by itself during ``step()``: drawing would cost the time-step
     its timing. ``render_fps`` is the step rate, 1 / ``time_step_duration``."""
 
-    def __init__(self, config: dict = DEFAULT_CONFIG_DICT, *,
+    def __init__(self, config: dict | EnvConfig = DEFAULT_CONFIG_DICT, *,
                  render_mode: str | None = None) -> None:
         self._closed = True  # until the runtime exists, close() has nothing to do
         self._final_stop = False
