@@ -35,6 +35,7 @@ setup(
             'timing_demo = rtgym_ros.nodes.timing_demo:main',
             'sim_robot = rtgym_ros.nodes.sim_robot:main',
             'agent = rtgym_ros.nodes.agent:main',
+            'check = rtgym_ros.nodes.check:main',
         ],
     },
 )

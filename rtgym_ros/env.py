@@ -8,13 +8,14 @@ to the letter (docs/design.md).
 """
 
 from collections import deque
-import sys
+import copy
 from typing import Any, Callable
 import warnings
 import weakref
 
 import gymnasium
 import gymnasium.spaces as spaces
+import numpy as np
 from rclpy.clock import JumpThreshold, TimeJump
 from rclpy.duration import Duration
 
@@ -41,14 +42,26 @@ class BenchmarkDisabledError(RuntimeError, AssertionError):
 class RealTimeEnv(gymnasium.Env):
     """A real-time env whose elastic time-step runs on ROS timers (``use_sim_time`` aware)."""
 
+    _prepro_at_capture = True  # rtgym: obs_prepro_func gets the interface's obs at capture
     metadata = {'render_modes': ['human']}
+    """``render_mode='human'``: ``render()`` calls the interface's ``render`` (it draws) and
+    returns None; ``None`` (the default): ``render()`` returns what the interface returns, as
+    rtgym does. Nothing renders by itself during ``step()``: drawing would cost the time-step
+    its timing. ``render_fps`` is the step rate, 1 / ``time_step_duration``."""
 
-    def __init__(self, config: dict = DEFAULT_CONFIG_DICT) -> None:
+    def __init__(self, config: dict | EnvConfig = DEFAULT_CONFIG_DICT, *,
+                 render_mode: str | None = None) -> None:
         self._closed = True  # until the runtime exists, close() has nothing to do
         self._final_stop = False
         self._warned_clock_publishers = False
+        if render_mode is not None and render_mode not in self.metadata['render_modes']:
+            raise ValueError(f'render_mode must be None or one of '
+                             f"{self.metadata['render_modes']}, got {render_mode!r}")
+        self.render_mode = render_mode
         cfg: EnvConfig = resolve_config(config)
         self.config = cfg
+        if cfg.time_step_duration > 0.0:
+            self.metadata = {**type(self).metadata, 'render_fps': 1.0 / cfg.time_step_duration}
         self.wait_on_done = cfg.wait_on_done
         self.last_act_on_reset = cfg.last_act_on_reset
         self.act_prepro_func = cfg.act_prepro_func
@@ -68,6 +81,7 @@ class RealTimeEnv(gymnasium.Env):
             time_step_duration=cfg.time_step_duration, start_obs_capture=cfg.start_obs_capture,
             time_step_timeout_factor=cfg.time_step_timeout_factor)
         self._captured: tuple | None = None
+        self._step_timed_out = False
         self._ts_running = False
         self.stalls = 0
         self.timeouts = 0
@@ -108,7 +122,8 @@ class RealTimeEnv(gymnasium.Env):
         self.interface_observation_space = interface.get_observation_space()
         self._log = DeferredLog(node)
         self._timer = DeadlineTimer(node, lead=cfg.timer_lead)
-        self._watchdog = Watchdog(self._on_stall, name=f'rtgym_ros:{cfg.node_name}_watchdog')
+        self._watchdog = Watchdog(self._on_stall,
+                                  name=f'rtgym_ros:{self._runtime.node_name}_watchdog')
         self._runner = TimeStepRunner(
             schedule=self._schedule, timer=self._timer,
             send_control=self._send_control, capture=self._capture,
@@ -137,25 +152,35 @@ class RealTimeEnv(gymnasium.Env):
     def _send_control(self, action: Any) -> None:
         if self._final_stop:  # close() has sent the safe action: nothing may follow it
             return
-        act = self.act_prepro_func(action) if self.act_prepro_func else action
-        self.interface.send_control(act)
+        self.interface.send_control(self._control_of(action))
         watchdog = self.config.watchdog_timeout
         if watchdog:  # this time-step must end, and the next action come, in time
             self._watchdog.arm(self._schedule.time_step_duration + watchdog)
 
+    def _control_of(self, action: Any) -> Any:
+        """Executor thread: what ``send_control`` gets for ``action`` (``act_prepro_func``)."""
+        return self.act_prepro_func(action) if self.act_prepro_func else action
+
     def _capture(self) -> None:
         obs, rew, terminated, info = self.interface.get_obs_rew_terminated_info()
-        if self.obs_prepro_func:
+        if self.obs_prepro_func and self._prepro_at_capture:
             obs = self.obs_prepro_func(obs)
-        self._captured = (obs, rew, terminated, info)
+        self._captured = (obs, rew, terminated, info, self._step_timed_out)
 
     def _on_step_start(self, outcome: StepOutcome) -> None:
-        if outcome.start is StepStart.TIMED_OUT:
+        """
+        Executor thread: count a time-out and warn about it, once.
+
+        One line, rtgym's ``UserWarning`` (rtgym users filter it by category and text), without
+        the source line Python would print under it. No ROS log line besides: in a terminal
+        it would print every time-out twice; ``/diagnostics`` counts time-outs and
+        ``info['timed_out']`` marks the step.
+        """
+        self._step_timed_out = outcome.start is StepStart.TIMED_OUT
+        if self._step_timed_out:
             self.timeouts += 1
-            message = ('Time-step timed out. Elapsed since last time-step: '
-                       f'{outcome.late_by}')
-            _warn_unregistered(message)
-            self._log.warning('timed out', message)
+            _warn_unregistered('Time-step timed out. Elapsed since last time-step: '
+                               f'{outcome.late_by}')
 
     def _on_clock_jump(self, jump: TimeJump) -> None:
         """Follow a clock that went back; runs on the thread that sets the clock (io, sim time)."""
@@ -264,14 +289,29 @@ class RealTimeEnv(gymnasium.Env):
     def _first_observation(self, obs: Any) -> Any:
         """Return reset()'s observation: rtgym's tuple, action buffer appended, then prepro."""
         if self.act_in_obs:
-            obs = list(obs) + list(self.act_buf)
+            obs = list(obs) + self._buffered_actions()
         if self.obs_prepro_func:
             obs = self.obs_prepro_func(obs)
         return tuple(obs)
 
     def _step_observation(self, obs: Any) -> Any:
         """Return step()'s observation (prepro applied at capture): rtgym's tuple + buffer."""
-        return (*obs, *self.act_buf) if self.act_in_obs else tuple(obs)
+        return (*obs, *self._buffered_actions()) if self.act_in_obs else tuple(obs)
+
+    def _buffered_actions(self) -> list:
+        """
+        Return copies of the buffered actions.
+
+        The buffer holds the caller's own action objects (and the one default action, at every
+        reset): observations that shared them would change when one of them is changed, and
+        Gymnasium's ``check_env`` refuses that.
+        """
+        return [action.copy() if isinstance(action, np.ndarray) else copy.deepcopy(action)
+                for action in self.act_buf]
+
+    def _truncation_reason(self, info: Any) -> str | None:
+        """Return why the episode ends here besides ``ep_max_length`` (None: it goes on)."""
+        return None
 
     def init_action_buffer(self) -> None:
         for _ in range(self.act_buf_len):
@@ -355,9 +395,17 @@ class RealTimeEnv(gymnasium.Env):
         if not self.running:
             raise RuntimeError('The episode is terminated or truncated. '
                                'Call reset before step.')
-        obs, rew, terminated, info = self._captured
+        obs, rew, terminated, info, timed_out = self._captured
         terminated = bool(terminated)
-        truncated = (self.current_step >= self.ep_max_length) if not terminated else False
+        if isinstance(info, dict):  # a copy: the interface may keep and reuse its own
+            info = {**info, 'timed_out': timed_out}
+        reason = None
+        if not terminated:
+            reason = ('ep_max_length' if self.current_step >= self.ep_max_length
+                      else self._truncation_reason(info))
+        truncated = reason is not None
+        if truncated and isinstance(info, dict):
+            info['truncated_reason'] = reason
         if not (terminated or truncated):
             self._run_time_step(action)
         else:
@@ -391,12 +439,18 @@ class RealTimeEnv(gymnasium.Env):
         return self.bench.get_benchmark_dict()
 
     def render(self, mode: str = 'human', join_thread: bool = False) -> Any:
-        """Call the interface's rendering on the executor thread and return its result."""
+        """
+        Call the interface's rendering on the executor thread.
+
+        Return its result, or None under ``render_mode='human'`` (Gymnasium's rule: a human
+        render draws and returns nothing). ``mode`` is rtgym's argument, ignored as by rtgym.
+        """
         self._check_open()
         if join_thread:
             self._wait_time_step()
         self._runner.release()
-        return self._on_executor(self.interface.render)
+        result = self._on_executor(self.interface.render)
+        return None if self.render_mode == 'human' else result
 
     def safe_action(self) -> Any:
         """Return what stops the robot now: the interface's safe action, else the default."""
@@ -502,7 +556,8 @@ def _warn_unregistered(message: str) -> None:
 
     ``warnings.warn`` remembers every text it showed in the module's ``__warningregistry__``
     and each time-out's text is new (it holds the elapsed time): one entry per time-out,
-    forever, in a process that may run for days.
+    forever, in a process that may run for days. Line 0: Python prints no source line under
+    the warning (it would be this call, which tells a user nothing), and reads no file for it
+    on the executor thread.
     """
-    warnings.warn_explicit(message, UserWarning, __file__, sys._getframe().f_lineno,
-                           module=__name__, registry=None)
+    warnings.warn_explicit(message, UserWarning, __file__, 0, module=__name__, registry=None)

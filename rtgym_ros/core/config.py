@@ -86,8 +86,10 @@ class EnvConfig:
     on_clock_stall: str
 
 
-def resolve_config(config: dict | None) -> EnvConfig:
+def resolve_config(config: 'dict | EnvConfig | None') -> EnvConfig:
     """Fill missing keys with defaults and check every value; errors name the key."""
+    if isinstance(config, EnvConfig):  # resolved already
+        return config
     config = {} if config is None else config
     if not isinstance(config, dict):
         raise TypeError(f'config must be a dict, got {type(config).__name__}')

@@ -146,6 +146,26 @@ def resolve_all(root: type, fields: Sequence[str], *, key: str) -> list[Leaf]:
     return leaves
 
 
+def value_labels(leaves: list[Leaf], seq_length: int,
+                 joint_names: tuple[str, ...] | None) -> tuple[str, ...]:
+    """
+    Name each value of the vector the leaves make: ``pose.pose.position.x``, ``ranges[3]``.
+
+    Sequence elements are named by joint when ``joint_names`` gives their length
+    (``position[shoulder]``), else by index. Shown by the ``check`` tool; never on a hot path.
+    """
+    labels: list[str] = []
+    for leaf in leaves:
+        if not leaf.is_array:
+            labels.append(leaf.path)
+        elif leaf.count is None and joint_names is not None:
+            labels += [f'{leaf.path}[{name}]' for name in joint_names]
+        else:
+            labels += [f'{leaf.path}[{i}]' for i in range(
+                seq_length if leaf.count is None else leaf.count)]
+    return tuple(labels)
+
+
 def check_joint_names(joint_names: Sequence[str] | None, *, key: str) -> tuple[str, ...] | None:
     if joint_names is None:
         return None

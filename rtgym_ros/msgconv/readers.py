@@ -16,7 +16,8 @@ from typing import Any, Callable
 import numpy as np
 
 from rtgym_ros.msgconv.fields import (check_joint_names, check_shape, fields_of, IMAGE,
-                                      JOINT_STATE, Leaf, NUMERIC, resolve_all, sequence_length)
+                                      JOINT_STATE, Leaf, NUMERIC, resolve_all, sequence_length,
+                                      value_labels)
 from rtgym_ros.msgconv.images import ImageDecoder
 from rtgym_ros.msgconv.type_names import check_message_class
 
@@ -40,6 +41,10 @@ class FieldReader:
         self.joint_names: tuple[str, ...] | None = None
         """JointState read by name: the configured joints (their values may come from
         several publishers, see ``rtgym_ros.robot.slots``)."""
+        self.labels: tuple[str, ...] | None = None
+        """What each value is (``position[j0]``, ``ranges[3]``), in order; None for images."""
+        self.returns_view = False
+        """True: ``read`` may return a view on the message's buffer (images), not a copy."""
 
     def read(self, msg: Any) -> np.ndarray:
         """Return the configured fields of msg as an array of ``shape`` and ``dtype``."""
@@ -51,6 +56,7 @@ class _ImageReader(FieldReader):
     def __init__(self, msg_type: type, decoder: ImageDecoder) -> None:
         super().__init__(msg_type, size=decoder.size, shape=decoder.shape, dtype=decoder.dtype)
         self._decode = decoder.decode
+        self.returns_view = True
 
     def read(self, msg: Any) -> np.ndarray:
         return self._decode(msg)
@@ -199,6 +205,7 @@ def compile_reader(
     if math.prod(dims) != size:
         raise ValueError(f'{key}: expected shape to hold {size} values, got {list(dims)}')
     reader = _NumericReader(msg_type, segments, size=size, shape=dims, nonfinite=nonfinite)
+    reader.labels = value_labels(leaves, seq_length, names)
     if by_name is not None:
         reader.joint_names = by_name.joint_names
     return reader

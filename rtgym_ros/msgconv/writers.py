@@ -17,7 +17,7 @@ import numpy as np
 
 from rtgym_ros.msgconv.fields import (check_joint_names, duration, fields_of, has_header,
                                       JOINT_STATE, JOINT_TRAJECTORY, Leaf, nested_class, NUMERIC,
-                                      resolve_all, sequence_length)
+                                      resolve_all, sequence_length, value_labels)
 from rtgym_ros.msgconv.type_names import check_message_class
 
 _WRITABLE = {'float': 'f', 'double': 'd'}
@@ -30,6 +30,8 @@ class FieldWriter:
                  scalars: list[tuple], arrays: list[tuple]) -> None:
         self.msg_type = msg_type
         self.size = size
+        self.labels: tuple[str, ...] = ()
+        """The field each value goes to (``linear.x``, ``positions[shoulder]``), in order."""
         self._prepare = prepare
         self._scalars = scalars
         self._arrays = arrays
@@ -128,7 +130,9 @@ def compile_writer(
     scalars, arrays, size = _targets(leaves, seq_length)
     prepare = _prepare(type_name, names=names, frame_id=frame_id, point_type=point_type,
                        time_from_start=float(time_from_start))
-    return FieldWriter(msg_type, size=size, prepare=prepare, scalars=scalars, arrays=arrays)
+    writer = FieldWriter(msg_type, size=size, prepare=prepare, scalars=scalars, arrays=arrays)
+    writer.labels = value_labels(leaves, seq_length, names)
+    return writer
 
 
 def _check_header_options(msg_type: type, type_name: str, *, names: tuple[str, ...] | None,

@@ -6,25 +6,61 @@ the file's keys, then the keyword overrides, configure the env (see ``robot_conf
 Actions are checked before they enter the action buffer: wrong shape is an error, NaN/inf is
 replaced by the default action (with a warning), out-of-bounds is clipped or rejected, and so
 is a change larger than an action group's ``max_delta`` per time-step.
+
+rtgym's ``obs_prepro_func`` and ``act_prepro_func`` (``package.module:function`` in a config):
+``obs_prepro_func`` maps the observation the env would return (the Dict, or the Tuple) to the
+one it returns, at reset and at every step, on the caller's thread; the observation space is
+what it returns for a sample of the space before it. ``act_prepro_func`` maps each action
+(checked, and as buffered) to the command published, on the executor thread; the command is
+checked again (shape, finite, clipped into the action groups' bounds).
 """
 
 from pathlib import Path
 from typing import Any, Callable
 import warnings
 
+import gymnasium.spaces as spaces
 import numpy as np
+from rtgym_ros.core.config import EnvConfig, resolve_config
 from rtgym_ros.env import RealTimeEnv
 from rtgym_ros.robot.interface import RosInterface
-from rtgym_ros.robot.layout import ObservationLayout
+from rtgym_ros.robot.layout import ObservationLayout, space_of_output
 from rtgym_ros.robot.loader import load_robot_config
+from rtgym_ros.robot.spec import RobotSpec
 from rtgym_ros.ros.diagnostics import DiagnosticsPublisher, OK, WARN
+
+
+def robot_spaces(config: EnvConfig,
+                 spec: RobotSpec) -> tuple[spaces.Box, ObservationLayout, spaces.Space]:
+    """
+    Return the action space, the observation layout and the observation space of a config.
+
+    What ``RosEnv`` uses, computed without a node: the ``check`` tool prints the same.
+    """
+    interface = RosInterface(spec)
+    action_space = interface.get_action_space()
+    layout = ObservationLayout(spec.observations, action_space,
+                               kind=spec.options.observation_layout,
+                               act_in_obs=config.act_in_obs, act_buf_len=config.act_buf_len)
+    space = layout.space
+    if config.obs_prepro_func is not None:
+        space = space_of_output(config.obs_prepro_func, space, key='obs_prepro_func')
+    return action_space, layout, space
+
+
+def resolve_robot_config(env_config: dict[str, Any]) -> EnvConfig:
+    """Return the env config of a robot config's env keys (defaults applied, checked)."""
+    return resolve_config(dict(env_config, interface=RosInterface))
 
 
 class RosEnv(RealTimeEnv):
     """The real-time env on a robot config: Dict observations, checked actions, diagnostics."""
 
+    _prepro_at_capture = False  # obs_prepro_func gets the Dict (or Tuple) the env returns
+
     def __init__(self, robot_config: str | Path | None = None, *,
-                 node_name: str | None = None, **overrides: Any) -> None:
+                 node_name: str | None = None, render_mode: str | None = None,
+                 **overrides: Any) -> None:
         env_config, spec = load_robot_config(robot_config, node_name=node_name, **overrides)
         if node_name is not None:
             env_config['node_name'] = node_name
@@ -32,25 +68,66 @@ class RosEnv(RealTimeEnv):
         self.rejected_actions = 0
         self.replaced_actions = 0
         self.rate_limited_actions = 0
+        self.clipped_commands = 0
         self._max_delta = spec.max_delta  # once: the spec does not change
-        super().__init__(dict(env_config, interface=RosInterface,
-                              interface_kwargs={'spec': spec}))
+        config = resolve_robot_config(dict(env_config, interface_kwargs={'spec': spec}))
+        # The spaces first: a failing obs_prepro_func is a config error before any node.
+        _, self.layout, observation_space = robot_spaces(config, spec)
+        super().__init__(config, render_mode=render_mode)
         self.interface.time_step_duration = self.time_step_duration
-        self.layout = ObservationLayout(
-            spec.observations, self.action_space, kind=spec.options.observation_layout,
-            act_in_obs=self.act_in_obs, act_buf_len=self.act_buf_len)
-        self.observation_space = self.layout.space
+        self.observation_space = observation_space
         period = spec.options.diagnostics_period
         if period > 0:
             self._diagnostics = self._runtime.call(lambda: DiagnosticsPublisher(
-                self._runtime.node, name=f'rtgym_ros: {self.config.node_name}',
+                self._runtime.node, name=f'rtgym_ros: {self._runtime.node_name}',
                 period=period, collect=self._diagnostic_values))
 
     def _first_observation(self, values: dict[str, np.ndarray]) -> Any:
-        return self.layout.build(values, self.act_buf)
+        return self._observation(values)
 
     def _step_observation(self, values: dict[str, np.ndarray]) -> Any:
-        return self.layout.build(values, self.act_buf)
+        return self._observation(values)
+
+    def _observation(self, values: dict[str, np.ndarray]) -> Any:
+        observation = self.layout.build(values, self.act_buf)
+        if self.obs_prepro_func is not None:
+            observation = self.obs_prepro_func(observation)
+        return observation
+
+    def _control_of(self, action: np.ndarray) -> np.ndarray:
+        """
+        Executor thread: the command published for a checked action (``act_prepro_func``).
+
+        Its result is checked as an action is: wrong shape or non-finite values fail the
+        time-step (the robot gets its safe action, ``step()`` raises), out-of-bounds values
+        are clipped into the action groups' bounds.
+        """
+        if self.act_prepro_func is None:
+            return action
+        space = self.action_space
+        command = np.asarray(self.act_prepro_func(action), dtype=np.float64)
+        if command.shape != space.shape:
+            raise ValueError(f'act_prepro_func must return an action of shape {space.shape}, '
+                             f'got shape {command.shape}')
+        if not np.all(np.isfinite(command)):
+            raise ValueError(f'act_prepro_func returned non-finite values {command.tolist()}')
+        if np.any(command < space.low) or np.any(command > space.high):
+            self.clipped_commands += 1
+            command = np.clip(command, space.low, space.high)
+        return command.astype(np.float32)
+
+    def _truncation_reason(self, info: Any) -> str | None:
+        """End the episode when the robot is gone: ``truncate_on_stale``."""
+        rule = self.robot.options.truncate_on_stale
+        if rule is None:
+            return None
+        runs = info.get('stale_steps', {})
+        if not all(runs.get(name, 0) >= rule.steps for name in rule.slots):
+            return None
+        self._runtime.logger.warning(
+            f'episode truncated: observations {", ".join(rule.slots)} stale for {rule.steps} '
+            'steps or more (truncate_on_stale): is the robot gone?')
+        return 'stale_observations'
 
     def set_time_step_duration(self, time_step_duration: float,
                                time_step_timeout_factor: float | None = None) -> None:
@@ -117,6 +194,7 @@ class RosEnv(RealTimeEnv):
                   'rejected actions': self.rejected_actions,
                   'replaced actions (non-finite)': self.replaced_actions,
                   'rate-limited actions': self.rate_limited_actions,
+                  'clipped commands (act_prepro_func)': self.clipped_commands,
                   'time_step_duration (s)': self.time_step_duration, **ages,
                   **{f'stale count {name}': count
                      for name, count in interface.stale_counts.items()}}

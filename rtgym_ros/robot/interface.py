@@ -48,6 +48,8 @@ class RosInterface(RealTimeGymInterface):
         self._services = ServiceCaller(lambda name, type_name: describe_service(
             self._io_node, name, type_name))
         self.stale_counts = {slot.name: 0 for slot in spec.observations}
+        self.stale_runs = {slot.name: 0 for slot in spec.observations}
+        """Captures in a row each slot has been stale for (0: fresh at the last capture)."""
 
     # -- wiring -------------------------------------------------------------------------------
 
@@ -155,7 +157,7 @@ class RosInterface(RealTimeGymInterface):
     def get_obs_rew_terminated_info(self) -> tuple[dict[str, np.ndarray], float, bool, dict]:
         """Capture: every slot's value by name, the reward, termination and freshness info."""
         self._wait_for_fresh_messages()
-        info = self._freshness_info()
+        info = self._freshness_info(count_runs=True)
         values = self._read_slots(info)
         since, self._last_capture = self._last_capture, info['capture_time']
         reward = self._signal_value('reward', values, info, since)
@@ -185,16 +187,26 @@ class RosInterface(RealTimeGymInterface):
                 # and not ahead of the clock.
                 slot.wait_newer_than(now - slot.spec.max_age, timeout=slot.spec.wait_timeout)
 
-    def _freshness_info(self) -> dict:
-        """Ages of every slot and the names of stale ones; apply the warn/error policies."""
+    def _freshness_info(self, *, count_runs: bool = False) -> dict:
+        """
+        Ages of every slot and the names of stale ones; apply the warn/error policies.
+
+        ``count_runs`` (captures of a time-step, not of a reset): count how many captures in a
+        row each slot has been stale, and under ``on_stale: flag`` log a slot stale for
+        ``stale_warn_steps`` of them (rate-limited: the frozen data is otherwise silent).
+        """
         now = self.now()
         ages = {slot.name: slot.age(now) for slot in self.slots}
         stale, future = [], []
         for slot in self.slots:
             if not slot.is_stale(now):
+                if count_runs:
+                    self.stale_runs[slot.name] = 0
                 continue
             stale.append(slot.name)
             self.stale_counts[slot.name] += 1
+            run = self.stale_runs[slot.name] + count_runs
+            self.stale_runs[slot.name] = run
             if slot.from_the_future(now):
                 future.append(slot.name)
                 message = (f'observations.{slot.name} ({slot.spec.topic}) is stamped '
@@ -207,8 +219,15 @@ class RosInterface(RealTimeGymInterface):
                 raise RuntimeError(message)
             if slot.spec.on_stale in ('warn', 'wait') or slot.name in future:
                 self._log.warning(slot.name, message)
+            elif run >= slot.spec.stale_warn_steps:
+                self._log.warning(f'{slot.name} stale run', (
+                    f'observations.{slot.name} ({slot.spec.topic}) has been stale for {run} '
+                    f'steps (age {ages[slot.name]:.3f} s > max_age {slot.spec.max_age} s): '
+                    'observations and rewards use old data (on_stale: flag)'))
         info = {'obs_ages': ages, 'stale': stale, 'capture_time': now,
                 'action_time': self.last_action_time}
+        if stale:
+            info['stale_steps'] = {name: self.stale_runs[name] for name in stale}
         if future:
             info['future_stamps'] = future
         if self.spec.options.newer_than_action:
@@ -278,6 +297,8 @@ class RosInterface(RealTimeGymInterface):
             since = -np.inf  # no reset: any message is a valid first observation
         for signal in self._signals.values():
             signal.clear()
+        for name in self.stale_runs:
+            self.stale_runs[name] = 0
         self._wait_for_first_messages(since, counts)
         info = self._freshness_info()
         self._last_capture = info['capture_time']

@@ -7,12 +7,15 @@ as is) or rtgym's ``Tuple`` (``tuple``: the slots in config order, then each buf
 """
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Callable
 
 import gymnasium.spaces as spaces
 import numpy as np
 from rtgym_ros.core.config import ACTION_BUFFER_KEY
+from rtgym_ros.core.validate import short_repr
 from rtgym_ros.robot.spec import ObservationSlotSpec
+
+_SAMPLE_SEED = 0  # obs_prepro_func's space comes from one sample: the same in every process
 
 
 class ObservationLayout:
@@ -45,3 +48,41 @@ class ObservationLayout:
         # shared between observations (Gymnasium's checker warns about that).
         buffered = (np.array(a, dtype=np.float32) for a in actions) if self.act_in_obs else ()
         return (*(values[name] for name in self.names), *buffered)
+
+
+def space_of_output(function: Callable[[Any], Any], space: spaces.Space, *,
+                    key: str) -> spaces.Space:
+    """
+    Return the space of what ``function`` returns for observations of ``space``.
+
+    Computed from one sample (seeded: every process computes the same): a dict becomes a
+    ``Dict``, a tuple or list a ``Tuple``, an array or number an unbounded ``Box`` of its shape
+    and dtype (integers: the dtype's range). A function cannot declare bounds this way: bounds
+    the agent needs belong in the config (``low``, ``high``, ``transform``).
+    """
+    space.seed(_SAMPLE_SEED)
+    try:
+        output = function(space.sample())
+    except Exception as error:
+        raise ValueError(f'{key} failed on a sample observation of {space}: {error!r}') from None
+    return _space_of(output, key=key)
+
+
+def _space_of(value: Any, *, key: str) -> spaces.Space:
+    if isinstance(value, Mapping):
+        if not all(isinstance(name, str) for name in value):
+            raise ValueError(f'{key} must return a dict with string keys, got keys '
+                             f'{short_repr(list(value))}')
+        return spaces.Dict({name: _space_of(item, key=f'{key}[{name!r}]')
+                            for name, item in value.items()})
+    if isinstance(value, (tuple, list)):
+        return spaces.Tuple(tuple(_space_of(item, key=f'{key}[{i}]')
+                                  for i, item in enumerate(value)))
+    array = np.asarray(value)
+    if np.issubdtype(array.dtype, np.floating):
+        return spaces.Box(-np.inf, np.inf, shape=array.shape, dtype=array.dtype)
+    if np.issubdtype(array.dtype, np.integer) and array.dtype != np.bool_:
+        info = np.iinfo(array.dtype)
+        return spaces.Box(info.min, info.max, shape=array.shape, dtype=array.dtype)
+    raise ValueError(f'{key} must return numbers, arrays of numbers, or dicts, tuples and '
+                     f'lists of them, got {type(value).__name__} {short_repr(value)}')

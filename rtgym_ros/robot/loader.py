@@ -3,10 +3,11 @@ A robot described by configuration: validated into specs before any node exists.
 
 Every mistake is reported at load with the offending key (``actions.effort.low must have 1
 value, got 2``). The only code a config can name is a ``package.module:function`` callable for
-reward, termination or reset; nothing is eval'd.
+reward, termination, reset, pause, ``obs_prepro_func`` and ``act_prepro_func``; nothing is
+eval'd.
 """
 
-from dataclasses import replace
+import dataclasses
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,8 +16,8 @@ import numpy as np
 from rclpy.exceptions import InvalidServiceNameException, InvalidTopicNameException
 from rclpy.validate_topic_name import validate_topic_name
 from rtgym_ros.core.config import ACTION_BUFFER_KEY, ROS_DEFAULTS, RTGYM_DEFAULTS
-from rtgym_ros.core.validate import (check_bool, check_choice, check_number, check_vector,
-                                     short_repr)
+from rtgym_ros.core.validate import (check_bool, check_choice, check_int, check_number,
+                                     check_vector, short_repr)
 from rtgym_ros.msgconv.readers import compile_reader, FieldReader
 from rtgym_ros.msgconv.type_names import load_message_type, load_service_type
 from rtgym_ros.msgconv.writers import compile_writer
@@ -27,11 +28,13 @@ from rtgym_ros.robot.services import compile_service, ServiceSpec, set_field
 from rtgym_ros.robot.spec import (ACTION_POLICIES, ActionGroup, AGENT_DEFAULTS,
                                   BOUNDS_POLICIES, LAYOUTS, ObservationSlotSpec,
                                   ROBOT_DEFAULTS, RobotOptions, RobotSpec, SignalSpec,
-                                  STALE_POLICIES, STEPPING, StepSpec)
+                                  STALE_POLICIES, StaleTruncation, STEPPING, StepSpec)
+from rtgym_ros.robot.transforms import compile_transform
 
 # rtgym keys that name Python objects cannot come from YAML.
-_CODE_KEYS = ('interface', 'interface_args', 'interface_kwargs', 'act_prepro_func',
-              'obs_prepro_func')
+_CODE_KEYS = ('interface', 'interface_args', 'interface_kwargs')
+# rtgym keys that name a function: 'package.module:function' in a file, or the function itself.
+PREPRO_KEYS = ('act_prepro_func', 'obs_prepro_func')
 ENV_KEYS = tuple(k for k in (*RTGYM_DEFAULTS, *ROS_DEFAULTS) if k not in _CODE_KEYS)
 _ROBOT_KEYS = ('actions', 'observations', 'reward', 'termination', 'reset', 'pause',
                'unpause', 'step', *ROBOT_DEFAULTS)
@@ -77,15 +80,23 @@ def split_and_check(params: dict[str, Any]) -> tuple[dict[str, Any], RobotSpec]:
         raise ValueError(f'unknown config keys {unknown}; expected env keys '
                          f'{sorted(ENV_KEYS)} or robot keys {sorted(_ROBOT_KEYS)}')
     env_config = {k: v for k, v in params.items() if k in ENV_KEYS}
+    for key in PREPRO_KEYS:
+        value = env_config.get(key)
+        if value is not None and not callable(value):
+            env_config[key] = load_callable(value, key=key)
     env_config['watchdog_timeout'] = params.get('watchdog_timeout',
                                                 ROBOT_DEFAULTS['watchdog_timeout'])
     # Between episodes a robot is stopped (and a simulator paused): wait() on done, so the
     # reset that follows restarts the clock instead of reporting a time-out.
     env_config.setdefault('wait_on_done', True)
     options = _options(params)
+    observations = _groups(params, 'observations', _observation_slot)
+    if params.get('truncate_on_stale') is not None:
+        options = dataclasses.replace(options, truncate_on_stale=_stale_truncation(
+            params['truncate_on_stale'], observations, key='truncate_on_stale'))
     spec = RobotSpec(
         actions=_groups(params, 'actions', _action_group),
-        observations=_groups(params, 'observations', _observation_slot),
+        observations=observations,
         reward=_signal(params.get('reward'), key='reward', default_type='std_msgs/msg/Float64',
                        constant=0.0),
         termination=_optional(params, 'termination', lambda value, key: _signal(
@@ -100,7 +111,8 @@ def split_and_check(params: dict[str, Any]) -> tuple[dict[str, Any], RobotSpec]:
     )
     if spec.pause and spec.unpause is None and spec.pause.data is not None:
         # A SetBool pause service is also the way back: data=False unpauses.
-        spec.unpause = replace(spec.pause, request={**spec.pause.request, 'data': False})
+        spec.unpause = dataclasses.replace(spec.pause,
+                                           request={**spec.pause.request, 'data': False})
     spec.step = _step(params, options, env_config)
     if spec.step is not None:  # a simulator that does not advance when asked is an error
         env_config.setdefault('on_clock_stall', 'error')
@@ -129,6 +141,33 @@ def _options(params: dict[str, Any]) -> RobotOptions:
                                      key='stamp_tolerance', minimum=0.0),
         stepping=check_choice(params.get('stepping', defaults.stepping), STEPPING,
                               key='stepping'))
+
+
+def _stale_truncation(value: Any, slots: list[ObservationSlotSpec], *,
+                      key: str) -> StaleTruncation | None:
+    """Check ``truncate_on_stale: {steps: M, slots: [...]}``; None when steps is 0."""
+    if not isinstance(value, dict):
+        raise ValueError(f'{key} must be a mapping with steps (and slots), '
+                         f'got {short_repr(value)}')
+    _check_keys(value, ('steps', 'slots'), key=key)
+    steps = check_int(_required(value, 'steps', key=key), key=f'{key}.steps', minimum=0)
+    by_name = {slot.name: slot for slot in slots}
+    names = value.get('slots', list(by_name))
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise ValueError(f'{key}.slots must be a non-empty list of observation names, '
+                         f'got {short_repr(names)}')
+    unknown = [name for name in names if name not in by_name]
+    if unknown:
+        raise ValueError(f'{key}.slots names {short_repr(unknown)}, which are not in '
+                         f'observations.names {short_repr(list(by_name))}')
+    if steps == 0:
+        return None
+    ageless = [name for name in names if by_name[name].max_age is None]
+    if ageless:
+        raise ValueError(f'{key}: observations.{ageless[0]} has no max_age, so it is never '
+                         f'stale and the episode would never end this way: give it a max_age, '
+                         f'or name the slots to watch in {key}.slots')
+    return StaleTruncation(steps=steps, slots=tuple(dict.fromkeys(names)))
 
 
 def _groups(params: dict, key: str, build: Callable) -> list:
@@ -202,7 +241,8 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
 
 _OBSERVATION_KEYS = ('topic', 'type', 'field', 'fields', 'joint_names', 'low', 'high', 'qos',
                      'max_age', 'on_stale', 'wait_timeout', 'nonfinite', 'shape', 'encoding',
-                     'to_rgb', 'stamp', 'length', 'out_of_bounds')
+                     'to_rgb', 'stamp', 'length', 'out_of_bounds', 'transform',
+                     'stale_warn_steps')
 
 
 def _observation_slot(name: str, entry: dict, *, key: str) -> ObservationSlotSpec:
@@ -222,6 +262,16 @@ def _observation_slot(name: str, entry: dict, *, key: str) -> ObservationSlotSpe
         encoding=entry.get('encoding'),
         to_rgb=check_bool(entry.get('to_rgb', False), key=f'{key}.to_rgb'))
     space = _observation_space(reader, low, high, key=key)
+    transform = None
+    if entry.get('transform') is not None:
+        if reader.labels is None or len(reader.shape) != 1:
+            raise ValueError(f'{key}.transform applies to a vector of numbers, got a slot of '
+                             f'shape {list(reader.shape)} ({type_name})')
+        transform = compile_transform(entry['transform'], size=reader.size, low=space.low,
+                                      high=space.high, labels=reader.labels,
+                                      key=f'{key}.transform')
+        space = spaces.Box(transform.low, transform.high, shape=(transform.size,),
+                           dtype=np.float32)
     max_age = entry.get('max_age')
     if max_age is not None:
         max_age = check_number(max_age, key=f'{key}.max_age', minimum=0.0)
@@ -236,6 +286,9 @@ def _observation_slot(name: str, entry: dict, *, key: str) -> ObservationSlotSpe
         on_stale=on_stale, wait_timeout=wait_timeout, use_header_stamp=stamp == 'header',
         out_of_bounds=check_choice(entry.get('out_of_bounds', 'flag'), BOUNDS_POLICIES,
                                    key=f'{key}.out_of_bounds'),
+        transform=transform,
+        stale_warn_steps=check_int(entry.get('stale_warn_steps', 10),
+                                   key=f'{key}.stale_warn_steps', minimum=1),
         qos=qos_from_config(entry.get('qos'), key=f'{key}.qos', default='sensor_data'))
 
 

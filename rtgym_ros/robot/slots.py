@@ -42,6 +42,8 @@ class Slot:
         self.count = 0
         self._aborted = False
         self._joints = _JointTable(spec.reader.joint_names) if spec.reader.joint_names else None
+        self._transform = spec.transform.apply if spec.transform is not None else None
+        self._last_read: Any = None  # the message read last (a view on it must not be shared)
         space = spec.space
         self._bounded = np.issubdtype(space.dtype, np.floating) or bool(
             np.any(space.low > np.iinfo(space.dtype).min)
@@ -119,12 +121,25 @@ class Slot:
     # -- executor thread -----------------------------------------------------------------------
 
     def read(self) -> np.ndarray:
-        """Convert the newest data, or zeros of the slot's space before the first message."""
+        """
+        Convert the newest data (transformed), or zeros of the slot's space before any.
+
+        Every call returns an array of its own: a reader that returns a view on the message
+        (images) is copied when the same message is read again, so two observations never
+        share memory (users keep them; Gymnasium's ``check_env`` checks it).
+        """
         message, _ = self.snapshot()
         if message is None:
             space = self.spec.space
             return np.zeros(space.shape, space.dtype)
-        return self.spec.reader.read(message)
+        value = self.spec.reader.read(message)
+        if self._transform is not None:
+            return self._transform(value)
+        if self.spec.reader.returns_view:
+            if message is self._last_read:
+                value = value.copy()
+            self._last_read = message
+        return value
 
     def outside(self, value: np.ndarray) -> bool:
         """Say whether ``value`` is outside the slot's space (NaN included)."""

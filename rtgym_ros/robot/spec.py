@@ -14,6 +14,7 @@ from rclpy.qos import QoSProfile
 from rtgym_ros.msgconv.readers import FieldReader
 from rtgym_ros.msgconv.writers import FieldWriter
 from rtgym_ros.robot.services import ServiceSpec
+from rtgym_ros.robot.transforms import SlotTransform
 
 STALE_POLICIES = ('warn', 'flag', 'wait', 'error')
 STEPPING = ('realtime', 'lockstep')
@@ -26,6 +27,16 @@ AGENT_DEFAULTS: dict[str, Any] = {
     'policy': 'zero', 'episodes': 3, 'seed': 0, 'timing_csv': '', 'timing_plot': '',
     'progress': True,
 }
+
+
+@dataclass(frozen=True)
+class StaleTruncation:
+    """``truncate_on_stale``: end the episode when the robot is gone (its slots stay stale)."""
+
+    steps: int
+    """Consecutive captures every watched slot must be stale for."""
+    slots: tuple[str, ...]
+    """The watched slots (all slots unless the config names some)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,8 @@ class RobotOptions:
     """'realtime' (the clock runs by itself) or 'lockstep' (the env advances a paused sim)."""
     stamp_tolerance: float = 0.1
     """Seconds a header stamp may be ahead of the node's clock (skew) and still count."""
+    truncate_on_stale: StaleTruncation | None = None
+    """End the episode (truncated) when the watched slots stay stale; None: never."""
 
 
 ROBOT_DEFAULTS: dict[str, Any] = {
@@ -94,6 +107,15 @@ class ObservationSlotSpec:
     qos: QoSProfile
     out_of_bounds: str = 'flag'
     """Values outside ``space`` (NaN included): 'flag' in info, 'clip' into it, 'error'."""
+    transform: SlotTransform | None = None
+    """Applied to the values read, at capture; ``space`` is its output's."""
+    stale_warn_steps: int = 10
+    """Under on_stale 'flag': log (rate-limited) once the slot is stale this many captures."""
+
+    @property
+    def labels(self) -> tuple[str, ...] | None:
+        """Return what each value of the observation is (None for images)."""
+        return self.transform.labels if self.transform is not None else self.reader.labels
 
 
 @dataclass

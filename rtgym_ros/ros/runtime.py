@@ -6,6 +6,14 @@ other threads hand work over with :meth:`RosRuntime.post` or :meth:`RosRuntime.c
 ``rclpy.Context`` keeps several envs in one process independent of each other and of the
 user's own ``rclpy.init()``; no signal handlers are installed, Ctrl-C stays the user's.
 
+Node names are unique in the process: rcl keeps one ``/rosout`` publisher per node name for the
+whole process, so a second live node of the same name warns (``Publisher already registered
+for node name``) and, once either node is gone, silences the other's ``/rosout``. A runtime
+whose name is taken by a live one (``gym.make`` twice, Gymnasium's ``check_env``, a
+``SyncVectorEnv``) takes the first free ``<name>_<k>``, k = 2, 3, ..., and says so. The names
+are ours: a global ``-r __node:=`` on the command line (which rcl would apply to every node of
+the process, the io node too) does not rename them; the agent reads it and passes the name.
+
 An interface that must block on the network (wait for a fresh sensor message, for a service
 response) uses :attr:`RosRuntime.io_node`: a second node, spun by a second thread, whose
 callbacks only store what arrives. The executor thread can then wait, bounded, for them.
@@ -33,12 +41,60 @@ class RuntimeClosedError(RuntimeError):
     """The runtime was closed, or its executor thread died."""
 
 
+_names_lock = threading.Lock()
+_live_names: set[str] = set()  # full names of the nodes of the live runtimes of this process
+
+
+def _full_name(namespace: str, name: str) -> str:
+    return f'/{namespace.strip("/")}/{name}'.replace('//', '/')
+
+
+def _claim_name(namespace: str, name: str) -> str:
+    """Return ``name``, or the first ``name_<k>`` whose node and io node are free; claim it."""
+    with _names_lock:
+        candidate, k = name, 1
+        while any(_full_name(namespace, n) in _live_names for n in (candidate, f'{candidate}_io')):
+            k += 1
+            candidate = f'{name}_{k}'
+        _live_names.update(_full_name(namespace, n) for n in (candidate, f'{candidate}_io'))
+        return candidate
+
+
+def _release_name(namespace: str, name: str) -> None:
+    with _names_lock:
+        _live_names.difference_update(_full_name(namespace, n) for n in (name, f'{name}_io'))
+
+
+def _named(name: str) -> list[str]:
+    """Return local arguments that give a node exactly ``name`` (over a global __node remap)."""
+    return ['--ros-args', '-r', f'__node:={name}']
+
+
 class RosRuntime:
     """A node, its private context and the thread that spins it."""
 
     def __init__(self, *, node_name: str, namespace: str = '', use_sim_time: bool = False,
                  domain_id: int | None = None, args: list[str] | None = None,
                  parameter_overrides: list[Parameter] | None = None) -> None:
+        self.requested_name = node_name
+        self.node_name = _claim_name(namespace, node_name)
+        """The name of the node: ``node_name``, or ``node_name_<k>`` if that one is taken."""
+        self._namespace = namespace
+        try:
+            self._start(node_name=self.node_name, namespace=namespace,
+                        use_sim_time=use_sim_time, domain_id=domain_id, args=args,
+                        parameter_overrides=parameter_overrides)
+        except BaseException:
+            _release_name(namespace, self.node_name)
+            raise
+        if self.node_name != node_name:
+            self.logger.info(f'node name {_full_name(namespace, node_name)} is taken by another '
+                             f'env of this process: this one is '
+                             f'{_full_name(namespace, self.node_name)}')
+
+    def _start(self, *, node_name: str, namespace: str, use_sim_time: bool,
+               domain_id: int | None, args: list[str] | None,
+               parameter_overrides: list[Parameter] | None) -> None:
         self.context = Context()
         rclpy.init(args=args, context=self.context, domain_id=_domain_id(domain_id),
                    signal_handler_options=SignalHandlerOptions.NO)
@@ -52,7 +108,8 @@ class RosRuntime:
                                    False))
         try:
             self.node = Node(node_name, namespace=namespace, context=self.context,
-                             parameter_overrides=overrides, start_parameter_services=False)
+                             cli_args=_named(node_name), parameter_overrides=overrides,
+                             start_parameter_services=False)
             self.executor = SingleThreadedExecutor(context=self.context)
             self.executor.add_node(self.node)
         except BaseException:
@@ -88,7 +145,8 @@ class RosRuntime:
         if self._io is None:
             name, namespace, overrides = self._node_args
             node = Node(f'{name}_io', namespace=namespace, context=self.context,
-                        parameter_overrides=overrides, start_parameter_services=False)
+                        cli_args=_named(f'{name}_io'), parameter_overrides=overrides,
+                        start_parameter_services=False)
             executor = make_io_executor(self.context)
             executor.add_node(node)
             self._io = (node, self._start_spinning(executor, f'rtgym_ros:{name}_io'))
@@ -207,6 +265,7 @@ class RosRuntime:
         for node, _ in spun:
             node.destroy_node()
         self.context.try_shutdown()
+        _release_name(self._namespace, self.node_name)
 
 
 IO_EXECUTOR_VARIABLE = 'RTGYM_ROS_IO_EXECUTOR'

@@ -309,7 +309,7 @@ def test_an_action_topic_nobody_listens_to_is_warned_about(streams, make_env, ca
 def test_a_joint_never_published_fails_reset_naming_the_topic(streams, make_env):
     streams.joint_states(['j0'], [1.0], rate=100.0)  # nobody publishes joint 'g'
     env = make_env(streams.ns, params(['j0', 'g'], reset_timeout=0.5))
-    with pytest.raises(TimeoutError, match=r'joint_states.*publishers on .*JointState'):
+    with pytest.raises(TimeoutError, match=r'no message on .*/joint_states'):
         env.reset()
 
 

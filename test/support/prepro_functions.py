@@ -1,0 +1,35 @@
+"""
+``obs_prepro_func`` and ``act_prepro_func`` for the tests, named in configs by strings.
+
+``prepro_functions:with_speed`` and the like: test/support is on the path of the tests and of
+the processes they start.
+"""
+
+import numpy as np
+
+
+def with_speed(obs: dict) -> dict:
+    """Return the Dict observation plus 'speed', |velocity| of the first joint (a new key)."""
+    out = dict(obs)
+    out['speed'] = np.abs(np.asarray(obs['joints'][1:2], dtype=np.float32))
+    return out
+
+
+def halve(action: np.ndarray) -> np.ndarray:
+    """Return half the action (what is published)."""
+    return np.asarray(action) * 0.5
+
+
+def double(action: np.ndarray) -> np.ndarray:
+    """Return twice the action: out of bounds for large actions (clipped)."""
+    return np.asarray(action) * 2.0
+
+
+def wrong_shape(action: np.ndarray) -> np.ndarray:
+    """Return a command of the wrong size."""
+    return np.zeros(5)
+
+
+def fails(obs: dict) -> dict:
+    """Raise, as a function written for another observation does."""
+    raise KeyError('no such key')
