@@ -271,7 +271,7 @@ def test_reset_timeout_names_the_publishers_of_another_type(streams, make_env, c
                               daemon=True)
     thread.start()
     try:
-        env = make_env(streams.ns, params(['j0'], reset_timeout=1.0))
+        env = make_env(streams.ns, params(['j0'], reset_timeout=4.0))  # discovery, loaded
         with pytest.raises(TimeoutError) as error:
             env.reset()
         message = str(error.value)
