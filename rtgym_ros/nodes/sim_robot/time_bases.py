@@ -185,6 +185,8 @@ class SimTime(TimeBase):
         self._clock_period_ns = max(to_ns(1.0 / clock_rate), physics.dt_ns)
         self._next_clock = 0
         self._real_time_factor = 1.0
+        self.generation = 0
+        """Counts resets: what was stepped before one is not published after it."""
         self._reanchor = True
         self._wake = threading.Event()
         physics.t = 0
@@ -209,8 +211,19 @@ class SimTime(TimeBase):
         """Go back to time 0 with ``reset_time``; pace from now (lock held)."""
         if self._reset_time:
             self._physics.t = 0
+        self.generation += 1
         self.restart()
         self.reanchor()
+
+    def publish_unless_reset(self, out: Outbox, generation: int) -> None:
+        """
+        Publish ``out``, made under the lock, unless a reset came since (then it is stale).
+
+        Published under the lock: a message of the old time must not follow the reset.
+        """
+        with self._physics.lock:
+            if generation == self.generation:
+                publish(out)
 
     def reanchor(self) -> None:
         """Start pacing over, and end a paused wait early (lock held)."""
@@ -268,9 +281,10 @@ class SimTime(TimeBase):
                     continue
                 for _ in range(steps):
                     self._step(out)
+                generation = self.generation
             # No sleep(0) to hand over the GIL: it halves the speed, and the interpreter's
             # switch interval (5 ms) already lets the executor thread take commands.
-            publish(out)
+            self.publish_unless_reset(out, generation)
 
 
 class Lockstep(SimTime):
@@ -323,7 +337,8 @@ class Lockstep(SimTime):
                     out.append((self._clock_pub, Clock(clock=Time(nanoseconds=physics.t)
                                                        .to_msg())))
                     self._announce = False
-            publish(out)
+                generation = self.generation
+            self.publish_unless_reset(out, generation)
             if reached and not self._wake.wait(0.1):
                 # Idle: say the time again for nodes that came late (/clock is volatile).
                 with physics.lock:
