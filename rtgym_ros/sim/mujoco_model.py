@@ -17,7 +17,7 @@ import importlib.util
 import os
 from pathlib import Path
 import types
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from rtgym_ros.core.validate import check_number
@@ -155,12 +155,16 @@ class MujocoModel:
     Commands are ``ctrl``: one value per actuator, in actuator order.
     """
 
-    def __init__(self, model: str, *, reset_noise: float | None = None) -> None:
+    def __init__(self, model: str, *, reset_noise: float | None = None,
+                 on_warning: Callable[[str], None] | None = None) -> None:
         """
         Load the MJCF and index its joints, actuators, sensors, cameras and floating base.
 
         :param model: A path to an MJCF file, or a name from :func:`shipped_models`.
         :param reset_noise: See :func:`reset_rule`.
+        :param on_warning: Where MuJoCo's warnings go (compiler, unstable simulation), instead
+            of stderr and a ``MUJOCO_LOG.TXT`` in the working directory. MuJoCo has one such
+            hook per process: this sets it for the whole process.
         :raises ValueError: Unknown name, missing file or an MJCF MuJoCo cannot load.
         :raises ImportError: MuJoCo is not installed.
         """
@@ -168,6 +172,8 @@ class MujocoModel:
         self.shipped = not is_file_name(model)
         self.reset_rule = reset_rule(name, shipped=self.shipped, reset_noise=reset_noise)
         mj = self.mj = import_mujoco()
+        if on_warning is not None:
+            mj.set_mju_user_warning(on_warning)
         try:
             self.model = mj.MjModel.from_xml_path(str(path))
         except Exception as error:  # noqa: B902 - MuJoCo raises ValueError, but say it all

@@ -261,3 +261,17 @@ def test_egl_renders_the_camera():
         pytest.skip(f'no EGL here: {output.strip()}')
     assert output.startswith('IMAGE (48, 64, 3) uint8'), output
     assert float(output.split()[-1]) > 10.0  # not a black image: the floor and the base
+
+
+def test_warnings_go_where_asked_not_to_a_log_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / 'deprecated.xml'
+    path.write_text('<mujoco><compiler settotalmass="2"/><worldbody><body>'
+                    '<joint type="hinge"/><geom size=".1"/></body></worldbody></mujoco>')
+    warnings: list = []
+    try:
+        MujocoModel(str(path), on_warning=warnings.append)
+    finally:
+        mujoco.set_mju_user_warning(None)
+    assert any('settotalmass' in message for message in warnings), warnings
+    assert not (tmp_path / 'MUJOCO_LOG.TXT').exists()

@@ -318,7 +318,8 @@ class MujocoSim(Node):
         self._camera: Optional[Camera] = None
 
         noise = values['reset_noise']
-        model = MujocoModel(values['model'], reset_noise=None if noise < 0.0 else noise)
+        model = MujocoModel(values['model'], reset_noise=None if noise < 0.0 else noise,
+                            on_warning=self._on_mujoco_warning)
         self.model = model
         rates = check_rates(values, 1.0 / model.timestep)
         seed = values['seed']
@@ -422,6 +423,10 @@ class MujocoSim(Node):
                     self._physics.zero_command()
                 raise
         return wrapper
+
+    def _on_mujoco_warning(self, message: str) -> None:
+        """Log MuJoCo's warnings (compiler, unstable physics) instead of MUJOCO_LOG.TXT."""
+        self.get_logger().warning(f'MuJoCo: {message}', throttle_duration_sec=5.0)
 
     def _on_command(self, msg: Float64MultiArray) -> None:
         model = self.model
