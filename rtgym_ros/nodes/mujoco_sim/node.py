@@ -166,7 +166,10 @@ class Camera:
     def close(self) -> None:
         """Stop the thread (after the frame it renders) and free the context."""
         if self._thread.is_alive():
-            self._queue.put(None)
+            try:
+                self._queue.put(None, timeout=10.0)  # after the frame it waits for, if any
+            except queue.Full:  # the thread hangs in a frame: it is a daemon, leave it
+                return
             self._thread.join(timeout=10.0)
 
     def _run(self) -> None:
