@@ -314,11 +314,14 @@ class MujocoSim(Node):
         :raises ImportError: MuJoCo is not installed (the message names the extra).
         :raises RuntimeError: A camera was asked for and no OpenGL backend works.
         """
+        # What stop() needs, before anything can fail: rclpy's context shutdown destroys a
+        # node whose constructor raised, too.
+        self._time: Optional[TimeBase] = None
+        self._camera: Optional[Camera] = None
         super().__init__(node_name, context=context, **node_kwargs)
         values = declare_parameters(self)
         self._options = values
         self.failure: Optional[BaseException] = None
-        self._camera: Optional[Camera] = None
 
         noise = values['reset_noise']
         model = MujocoModel(values['model'], reset_noise=None if noise < 0.0 else noise,
@@ -336,7 +339,6 @@ class MujocoSim(Node):
         self._physics = Physics(model, self._outputs, self._camera,
                                 sensor_rate=rates['sensor_rate'],
                                 camera_rate=rates.get('camera_rate', 1.0), lockstep=lockstep)
-        self._time: TimeBase
         if lockstep:
             self._time = Lockstep(self, self._physics, sample=self._physics.sample,
                                   reset_time=values['reset_time'], guard=self._guarded)
@@ -402,7 +404,8 @@ class MujocoSim(Node):
 
     def stop(self) -> None:
         """Stop the physics and the camera; harmless to call twice."""
-        self._time.stop()
+        if self._time is not None:
+            self._time.stop()
         if self._camera is not None:
             self._camera.close()
 
