@@ -18,6 +18,12 @@ REPO = Path(__file__).resolve().parents[2]
 FLOATING_ARM = REPO / 'test' / 'support' / 'mjcf' / 'floating_arm.xml'
 
 
+@pytest.fixture(autouse=True)
+def _elsewhere(tmp_path, monkeypatch):
+    """Run in a folder of the test's own: MuJoCo writes MUJOCO_LOG.TXT into the working one."""
+    monkeypatch.chdir(tmp_path)
+
+
 def gymnasium_env(env_id: str):
     """Gymnasium's own env, the reference (its MuJoCo envs need imageio too)."""
     pytest.importorskip('imageio', reason="Gymnasium's MuJoCo envs need imageio")
@@ -263,8 +269,7 @@ def test_egl_renders_the_camera():
     assert float(output.split()[-1]) > 10.0  # not a black image: the floor and the base
 
 
-def test_warnings_go_where_asked_not_to_a_log_file(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def test_warnings_go_where_asked_not_to_a_log_file(tmp_path):
     path = tmp_path / 'deprecated.xml'
     path.write_text('<mujoco><compiler settotalmass="2"/><worldbody><body>'
                     '<joint type="hinge"/><geom size=".1"/></body></worldbody></mujoco>')
