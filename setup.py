@@ -14,6 +14,7 @@ setup(
         ('share/' + package_name + '/launch', glob('launch/*.launch.py')),
         ('share/' + package_name + '/config/robots', glob('config/robots/*.yaml')),
         ('share/' + package_name + '/config/sim_robot', glob('config/sim_robot/*.yaml')),
+        ('share/' + package_name + '/config/mujoco_sim', glob('config/mujoco_sim/*.yaml')),
     ],
     # ROS 2 itself (rclpy and the message packages) comes from the ROS install or from the
     # pinned PyPI wheels in requirements/ros-kilted.txt; it is deliberately not listed here so
@@ -23,6 +24,7 @@ setup(
         'test': ['pytest', 'rtgym==0.16'],
         'bench': ['rtgym==0.16'],
         'plot': ['matplotlib'],
+        'mujoco': ['mujoco==4.0.0'],
         'train': ['stable-baselines3>=2.3', 'torch==2.13.0', 'tqdm', 'rich'],
     },
     zip_safe=True,
@@ -34,6 +36,7 @@ setup(
         'console_scripts': [
             'timing_demo = rtgym_ros.nodes.timing_demo:main',
             'sim_robot = rtgym_ros.nodes.sim_robot:main',
+            'mujoco_sim = rtgym_ros.nodes.mujoco_sim:main',
             'agent = rtgym_ros.nodes.agent:main',
             'check = rtgym_ros.nodes.check:main',
         ],

@@ -15,6 +15,9 @@ Observation layouts (``joints`` is a JointState with ``fields: [position, veloci
 * pendulum, ``joint_names: [pendulum_joint]``: ``obs['joints'] = [theta, theta_dot]``;
 * cart-pole, ``joint_names: [cart_joint, pole_joint]``:
   ``obs['joints'] = [x, theta, x_dot, theta_dot]``.
+
+:func:`inverted_pendulum_lqr` is a plain function for ``mujoco_sim``'s inverted pendulum (the
+agent's ``policy: rtgym_ros.sim.controllers:inverted_pendulum_lqr``).
 """
 
 from collections import deque
@@ -261,6 +264,36 @@ class CartPoleLQR(_Predictive):
         state = self._predict([x, x_dot, wrap_angle(theta), theta_dot], self._pending(obs))
         state[2] = wrap_angle(state[2])
         return self._emit(-float(self.gain[0] @ state), self.max_effort)
+
+
+# Discrete LQR gain for Gymnasium's inverted_pendulum.xml in mujoco_sim at a 0.04 s time-step
+# (two physics steps, as InvertedPendulum-v5), on the state [x, theta, x_dot, theta_dot,
+# action being applied]: the one-step action delay of rtgym's elastic time-step is part of the
+# model. Linearised at rest by finite differences of mj_step; Q = diag(1, 1, 0.1, 0.1, 0),
+# R = 1 (test_mujoco_model.py recomputes it).
+INVERTED_PENDULUM_GAIN = np.array([-0.74128026, -7.23654681, -0.90289891, -1.19454672,
+                                   0.56969982])
+INVERTED_PENDULUM_MAX_CTRL = 3.0
+
+
+def inverted_pendulum_lqr(obs: dict[str, np.ndarray]) -> np.ndarray:
+    """
+    Balance the MuJoCo inverted pendulum: an agent policy, ``f(obs) -> action``.
+
+    For ``config/robots/mujoco_inverted_pendulum.yaml``: ``obs['joints']`` is ``[x, theta,
+    x_dot, theta_dot]`` and ``obs['action_buffer'][-1]`` the action being applied (0 when the
+    buffer is not in the observation). Returns the cart's ctrl, float32 of shape (1,).
+    """
+    joints = np.asarray(obs['joints'], dtype=np.float64).reshape(-1)
+    if joints.shape != (4,):
+        raise ValueError(f"obs['joints'] must have 4 values, got {joints.size}")
+    buffer = obs.get(ACTION_BUFFER_KEY)
+    pending = float(np.asarray(buffer, dtype=np.float64).reshape(-1)[-1]) \
+        if buffer is not None else 0.0
+    value = -float(INVERTED_PENDULUM_GAIN @ np.append(joints, pending))
+    value = min(max(value, -INVERTED_PENDULUM_MAX_CTRL), INVERTED_PENDULUM_MAX_CTRL) \
+        if math.isfinite(value) else 0.0
+    return np.array([value], dtype=np.float32)
 
 
 CONTROLLERS: dict[str, Callable[..., Any]] = {

@@ -4,8 +4,8 @@ The shipped configs and launch files: they load, validate and agree with the nod
 Every file is read as rcl reads it for the node it configures (``rtgym_env``, or ``sim_robot``
 for config/sim_robot/), by the one params reader gym.make uses; robot configs are validated by
 ``load_robot_config`` and read once more the way the agent reads them (its command line).
-sim_robot configs are checked against the parameters the node declares, and each shipped sim's
-robot config against the sim's file.
+sim_robot and mujoco_sim configs are checked against the parameters the node declares, and
+each shipped sim's robot config against the sim's file.
 """
 
 import ast
@@ -18,6 +18,8 @@ from config_types import skip_unless_installed
 import numpy as np
 import pytest
 from rtgym_ros.core.config import resolve_config
+from rtgym_ros.nodes.mujoco_sim import NODE_NAME as MUJOCO_NODE_NAME
+from rtgym_ros.nodes.mujoco_sim import parameters as mujoco_parameters
 from rtgym_ros.nodes.sim_robot import NODE_NAME as SIM_NODE_NAME, parameters as sim_parameters
 from rtgym_ros.robot.interface import RosInterface
 from rtgym_ros.robot.loader import load_robot_config
@@ -32,13 +34,18 @@ LAUNCH_DIR = REPO / 'launch'
 CONFIGS = sorted(CONFIG_DIR.rglob('*.yaml'))
 LAUNCH_FILES = sorted(LAUNCH_DIR.glob('*.launch.py'))
 SIM_PARAMETERS = {name: default for name, default, _ in sim_parameters.PARAMETERS}
+MUJOCO_PARAMETERS = {name: default for name, default, _ in mujoco_parameters.PARAMETERS}
 # Robot configs of the shipped sims and the sim_robot params file each one talks to.
 SIM_PAIRS = {'robots/pendulum_sim.yaml': 'sim_robot/pendulum.yaml',
              'robots/cartpole_sim.yaml': 'sim_robot/cartpole.yaml'}
+MUJOCO_PAIRS = {'robots/mujoco_inverted_pendulum.yaml': 'mujoco_sim/inverted_pendulum.yaml',
+                'robots/mujoco_reacher.yaml': 'mujoco_sim/reacher.yaml'}
 # Example configs the docs point at; a rename must not silently drop one.
 EXPECTED = ('robots/cartpole_sim.yaml', 'robots/gz_sim_bridge.yaml', 'robots/pendulum_sim.yaml',
             'robots/real_arm.yaml', 'robots/real_arm_forward_command.yaml',
-            'robots/turtlebot3_gazebo.yaml', 'sim_robot/cartpole.yaml', 'sim_robot/pendulum.yaml')
+            'robots/turtlebot3_gazebo.yaml', 'sim_robot/cartpole.yaml', 'sim_robot/pendulum.yaml',
+            'robots/mujoco_inverted_pendulum.yaml', 'robots/mujoco_reacher.yaml',
+            'mujoco_sim/inverted_pendulum.yaml', 'mujoco_sim/reacher.yaml')
 
 
 def _relative(path: Path) -> str:
@@ -47,7 +54,8 @@ def _relative(path: Path) -> str:
 
 def _params(path: Path) -> dict[str, Any]:
     """Return the parameters rcl gives the node the file configures."""
-    node = SIM_NODE_NAME if _relative(path).startswith('sim_robot/') else 'rtgym_env'
+    folder = _relative(path).split('/')[0]
+    node = {'sim_robot': SIM_NODE_NAME, 'mujoco_sim': MUJOCO_NODE_NAME}.get(folder, 'rtgym_env')
     return load_params_file(path, node_name=node)
 
 
@@ -69,7 +77,9 @@ def _is_sim_config(path: Path) -> bool:
 
 
 ROBOT_CONFIGS = [p for p in CONFIGS if _is_robot_config(p)]
-SIM_CONFIGS = [p for p in CONFIGS if _is_sim_config(p)]
+SIM_CONFIGS = [p for p in CONFIGS if _is_sim_config(p) and _relative(p).startswith('sim_robot/')]
+MUJOCO_CONFIGS = [p for p in CONFIGS
+                  if _is_sim_config(p) and _relative(p).startswith('mujoco_sim/')]
 
 
 def _named_types(path: Path) -> list[tuple[str, str]]:
@@ -108,7 +118,7 @@ def test_every_yaml_is_a_params_file(path):
         assert isinstance(entry, dict) and isinstance(entry.get('ros__parameters'), dict), \
             f"{path.name}: {node!r} has no 'ros__parameters' mapping"
     assert _is_robot_config(path) or _is_sim_config(path), \
-        f'{path.name} is neither a robot config (actions) nor a sim_robot config (model)'
+        f'{path.name} is neither a robot config (actions) nor a simulator config (model)'
 
 
 @pytest.mark.parametrize('path', ROBOT_CONFIGS, ids=_relative)
@@ -193,6 +203,43 @@ def test_sim_robot_config_agrees_with_its_robot_config(robot_file, sim_file):
     assert spec.unpause is not None and spec.unpause.data is False
 
 
+@pytest.mark.parametrize('path', MUJOCO_CONFIGS, ids=_relative)
+def test_mujoco_sim_config_matches_declared_parameters(path):
+    params = _params(path)
+    unknown = sorted(set(params) - set(MUJOCO_PARAMETERS))
+    assert not unknown, f'{path.name}: mujoco_sim declares no {unknown}'
+    for name, value in params.items():
+        assert type(value) is type(MUJOCO_PARAMETERS[name]), \
+            f'{path.name}: {name} must be {type(MUJOCO_PARAMETERS[name]).__name__}, got {value!r}'
+        error = mujoco_parameters.check_option(name, value)
+        assert error is None, error
+
+
+@pytest.mark.parametrize('robot_file,sim_file', sorted(MUJOCO_PAIRS.items()))
+def test_mujoco_sim_config_agrees_with_its_robot_config(robot_file, sim_file):
+    pytest.importorskip('mujoco',
+                        reason='mujoco is not installed: pip install "rtgym_ros[mujoco]"')
+    from rtgym_ros.sim.mujoco_model import MujocoModel
+    sim = {**MUJOCO_PARAMETERS, **_params(CONFIG_DIR / sim_file)}
+    env_config, spec = load_robot_config(CONFIG_DIR / robot_file)
+    model = MujocoModel(sim['model'])
+    (action,) = spec.actions
+    assert action.topic == f"{sim['controller']}/commands"
+    assert action.size == model.nu
+    assert np.array_equal(action.low, model.ctrl_low)
+    assert np.array_equal(action.high, model.ctrl_high)
+    observations = _params(CONFIG_DIR / robot_file)['observations']
+    for name in observations['names']:
+        assert observations[name]['topic'] == sim['joint_states_topic']
+        assert set(observations[name]['joint_names']) <= set(model.joint_names)
+    # The Gymnasium v5 task's time-step: frame_skip 2 physics steps for both shipped tasks.
+    assert env_config['time_step_duration'] == pytest.approx(2 * model.timestep)
+    for service, name in (('reset', 'reset_world'), ('pause', 'pause_physics'),
+                          ('unpause', 'unpause_physics')):
+        entry = getattr(spec, service)
+        assert entry.service == name and entry.service_type.__name__ == 'Empty'
+
+
 @pytest.mark.parametrize('path', LAUNCH_FILES, ids=lambda p: p.name)
 def test_launch_file_compiles_and_names_what_exists(path):
     tree = ast.parse(compile(path.read_text(), str(path), 'exec', ast.PyCF_ONLY_AST))
@@ -218,7 +265,8 @@ def _console_scripts() -> set[str]:
 
 
 def test_launch_files_exist():
-    assert sorted(p.name for p in LAUNCH_FILES) == ['agent.launch.py', 'sim_demo.launch.py']
+    assert sorted(p.name for p in LAUNCH_FILES) == ['agent.launch.py', 'mujoco_sim.launch.py',
+                                                    'sim_demo.launch.py']
 
 
 @pytest.mark.parametrize('path', LAUNCH_FILES, ids=lambda p: p.name)

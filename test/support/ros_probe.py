@@ -120,20 +120,22 @@ class Recorder:
 
 
 class SimProcess:
-    """One sim_robot process in a namespace of its own; its output goes to a file."""
+    """One simulator process (sim_robot unless ``module`` says) in its own namespace."""
 
     def __init__(self, log_dir: Path, *params: str,
                  config: str = 'config/sim_robot/pendulum.yaml',
-                 namespace: str | None = None) -> None:
+                 namespace: str | None = None, module: str = 'rtgym_ros.nodes.sim_robot',
+                 env: dict[str, str] | None = None, ros_args: tuple[str, ...] = ()) -> None:
         self.ns = namespace or f'/sim_test_{os.getpid()}_{next(_names)}'
+        self.name = module.rsplit('.', 1)[-1]
         self.log_path = log_dir / f'{self.ns.strip("/")}_{next(_names)}.log'
-        command = [sys.executable, '-m', 'rtgym_ros.nodes.sim_robot', '--ros-args',
-                   '--params-file', str(REPO / config), '-r', f'__ns:={self.ns}']
+        command = [sys.executable, '-m', module, '--ros-args',
+                   '--params-file', str(REPO / config), '-r', f'__ns:={self.ns}', *ros_args]
         for param in params:
             command += ['-p', param]
         with open(self.log_path, 'wb') as log:
-            self.proc = subprocess.Popen(command, cwd=REPO, env=CHILD_ENV, stdout=log,
-                                         stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen(command, cwd=REPO, env=dict(CHILD_ENV, **(env or {})),
+                                         stdout=log, stderr=subprocess.STDOUT,
                                          preexec_fn=die_with_parent)
 
     def output(self) -> str:
@@ -149,6 +151,6 @@ class SimProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=5.0)
-            raise AssertionError(f'sim_robot ignored signal {signum} for {timeout} s:\n'
+            raise AssertionError(f'{self.name} ignored signal {signum} for {timeout} s:\n'
                                  + self.output())
         return code, time.monotonic() - start

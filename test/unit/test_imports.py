@@ -30,7 +30,8 @@ def _import_without(module: str, blocked: tuple[str, ...]) -> subprocess.Complet
 @pytest.mark.parametrize('module', ['rtgym_ros', 'rtgym_ros.core.schedule',
                                     'rtgym_ros.core.time_step', 'rtgym_ros.core.config',
                                     'rtgym_ros.core.timing', 'rtgym_ros.sim',
-                                    'rtgym_ros.sim.controllers', 'rtgym_ros.sim.tasks'])
+                                    'rtgym_ros.sim.controllers', 'rtgym_ros.sim.tasks',
+                                    'rtgym_ros.sim.mujoco_model', 'rtgym_ros.sim.mujoco_tasks'])
 def test_ros_free_layers_import_without_rclpy_or_gymnasium(module):
     result = _import_without(module, ('rclpy', 'gymnasium'))
     assert result.returncode == 0, result.stderr

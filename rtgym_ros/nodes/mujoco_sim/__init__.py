@@ -1,0 +1,98 @@
+"""
+The ``mujoco_sim`` node: a MuJoCo model behind the topics and services of Gazebo + ros2_control.
+
+The same robot-config shape then works against it and against Gazebo: ``joint_states``
+(sensor_msgs/JointState), commands as a ros2_control forward command controller takes them
+(``<controller>/commands``, std_msgs/Float64MultiArray, one value per actuator), the MJCF's
+sensors (``sensors``, std_msgs/Float64MultiArray), odometry of a floating base (``odom``),
+camera images, ``/clock``, and gazebo_ros's world services (``reset_simulation``,
+``reset_world``, ``pause_physics``, ``unpause_physics``, std_srvs/Empty).
+
+Two steppings (:mod:`.time_bases`): ``realtime``, on the node clock or on its own /clock at
+``real_time_factor``; and ``lockstep``, where it owns /clock, is paused, and advances only to the
+targets it receives on ``step_until`` (the rtgym_ros lockstep convention).
+
+Modules: :mod:`.parameters` (the parameter table and its checks), :mod:`.time_bases`,
+:mod:`.node` (the node, its physics, outputs and camera); the model, without ROS, is
+:mod:`rtgym_ros.sim.mujoco_model`.
+
+Run it as ``mujoco_sim --ros-args --params-file config/mujoco_sim/inverted_pendulum.yaml`` or
+``python -m rtgym_ros.nodes.mujoco_sim --ros-args ...``; ``mujoco_sim --help`` lists the
+parameters.
+"""
+
+import os
+import signal
+import sys
+import threading
+from typing import List, Optional
+
+import rclpy
+from rclpy.context import Context
+from rclpy.signals import SignalHandlerOptions
+from rtgym_ros.nodes.mujoco_sim.node import MujocoSim, NODE_NAME
+from rtgym_ros.nodes.mujoco_sim.parameters import help_text
+from rtgym_ros.nodes.signals import ignore_stop_signals, STOP_SIGNALS
+from rtgym_ros.ros.runtime import make_io_executor
+from rtgym_ros.ros.spin import SpinThread
+
+__all__ = ['main', 'MujocoSim', 'NODE_NAME']
+
+
+def wants_help(args: List[str]) -> bool:
+    """Say whether the command line asks for ``--help`` (before any ``--ros-args``)."""
+    own = args[1:args.index('--ros-args')] if '--ros-args' in args else args[1:]
+    return '-h' in own or '--help' in own
+
+
+def main(args: Optional[List[str]] = None) -> int:
+    """
+    Run the node until SIGINT or SIGTERM, then tear down in order (ignoring more of them).
+
+    :param args: Command line (program name first, then ``--ros-args`` ...); ``None`` reads
+        ``sys.argv``. ``--help`` prints the parameters and returns 0 without starting ROS.
+    :return: 0 on a clean stop or ``--help``, 1 when the node could not start or a callback
+        failed.
+    """
+    argv = list(sys.argv if args is None else args)
+    if wants_help(argv):
+        program = os.path.basename(argv[0]) if argv else NODE_NAME
+        print(help_text(NODE_NAME if program in ('', '__main__.py') else program))
+        return 0
+    context = Context()
+    # Our own handlers (below) decide what SIGINT and SIGTERM do, not rclpy's.
+    rclpy.init(args=argv, context=context, signal_handler_options=SignalHandlerOptions.NO)
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda *_: stop.set())
+    node = None
+    executor = None
+    spinner = None
+    try:
+        try:
+            node = MujocoSim(context=context)
+        except Exception as error:  # noqa: B902 - reported as a start failure
+            rclpy.logging.get_logger(NODE_NAME).fatal(f'cannot start: {error}')
+            return 1
+        # No timers: the events executor (least CPU per message) can spin it.
+        executor = make_io_executor(context)
+        executor.add_node(node)
+        spinner = SpinThread(executor, context=context, name='mujoco_sim_executor',
+                             on_failure=lambda _: stop.set())
+        node.start()
+        while not stop.wait(0.1):
+            if node.failure is not None or not spinner.is_alive():
+                break
+        return 1 if spinner.failure is not None or node.failure is not None else 0
+    finally:
+        ignore_stop_signals()  # a second Ctrl-C must not cut the teardown short
+        if node is not None:
+            node.stop()
+        if spinner is not None:
+            spinner.stop(timeout=5.0)
+        if executor is not None:
+            executor.shutdown(timeout_sec=5.0)
+        if node is not None:
+            node.destroy_node()
+        context.try_shutdown()
