@@ -229,7 +229,7 @@ def test_sim_demo_and_tools_demo_take_the_clock_rate_from_one_file(stand_in, mon
     demo = (REPO / 'tools' / 'demo').read_text()
     code = [line for line in demo.splitlines() if not line.lstrip().startswith('#')]
     assert not [line for line in code if 'clock_rate' in line], 'tools/demo sets its own'
-    assert '"$share/sim_robot/pendulum.yaml"' in demo
+    assert 'sim_config=sim_robot/pendulum.yaml' in demo and '"$share/$sim_config"' in demo
     assert files == [str(REPO / 'config' / 'sim_robot' / 'pendulum.yaml')]
     sim = yaml.safe_load(Path(files[0]).read_text())['/**']['ros__parameters']
     assert sim['clock_rate'] == 250.0 and sim['clock_rate'] <= sim['physics_rate']
