@@ -217,8 +217,10 @@ class SimRobot(Node):
         self._time.start()
 
     def stop(self) -> None:
-        """Stop the physics and join its thread; harmless to call twice."""
-        self._time.stop()
+        """Stop the physics and join its thread; harmless to call twice, or half-built."""
+        time_base = getattr(self, '_time', None)  # a bad parameter stops __init__ before it
+        if time_base is not None:
+            time_base.stop()
 
     def destroy_node(self) -> None:
         """Stop the physics first, so nothing publishes on a destroyed node."""
