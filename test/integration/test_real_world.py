@@ -245,7 +245,8 @@ def test_any_number_of_resets_that_rewind_sim_time(tmp_path):
             took = time.monotonic() - start
             ages = info['obs_ages']['joints']
             assert -0.05 <= ages < 0.1, (episode, info)  # /clock and data race by a tick
-            assert took < 3.0, (episode, took)
+            # The first reset also waits for discovery of the reset service.
+            assert episode == 0 or took < 3.0, (episode, took)
             for _ in range(30):
                 obs, _, terminated, truncated, info = env.step(np.zeros(1, np.float32))
                 if terminated or truncated:
