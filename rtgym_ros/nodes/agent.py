@@ -57,9 +57,10 @@ def help_text() -> str:
                     for name, default in AGENT_DEFAULTS.items()],
         epilog='Every other parameter is a key of the robot config (a ROS 2 params file): the '
                "env's keys such as time_step_duration and ep_max_length, use_sim_time, the "
-               'robot keys, actions and observations; see docs/configuration.md and '
-               'docs/nodes/agent.md in the rtgym_ros sources, and the shipped configs in '
-               'share/rtgym_ros/config/robots/.')
+               'robot keys, actions and observations, and record (-p record:=DIR writes the '
+               'episodes to the new rosbag2 directory DIR, in MCAP; pip install '
+               "'rtgym_ros[record]'); see docs/configuration.md and docs/nodes/agent.md in the "
+               'rtgym_ros sources, and the shipped configs in share/rtgym_ros/config/robots/.')
 
 
 @dataclass
