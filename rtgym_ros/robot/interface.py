@@ -30,7 +30,7 @@ class RosInterface(RealTimeGymInterface):
 
     wants_io_node = True
 
-    def __init__(self, spec: RobotSpec, recorder: Any = None) -> None:
+    def __init__(self, spec: RobotSpec, *, recorder: Any = None) -> None:
         self.spec = spec
         self.recorder = recorder
         """An ``EpisodeRecorder`` (the env records its episodes) or None."""
