@@ -2,7 +2,7 @@
 Recorded episodes without DDS: the ``record`` key, message definitions, the bag writer.
 
 The writer is checked with rosbags itself, reading back what it wrote; recording from an env
-on a robot is in test/integration/test_record.py. Needs rosbags (the ``record`` extra).
+on a robot is in test/integration/test_recorded_episodes.py. Needs rosbags (the ``record`` extra).
 """
 
 import json
