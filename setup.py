@@ -25,7 +25,13 @@ setup(
         'bench': ['rtgym==0.16'],
         'plot': ['matplotlib'],
         'mujoco': ['mujoco==4.0.0'],
-        'train': ['stable-baselines3>=2.3', 'torch==2.13.0', 'tqdm', 'rich'],
+        # Recorded episodes (record: a rosbag2 in MCAP): rosbags writes the bag directory that
+        # ros2 bag and Foxglove open, with the message definitions and type hashes.
+        'record': ['rosbags>=0.11,<0.12'],
+        # torch 2.13 requires setuptools>=77.0.3 and pip would take the newest (80+), which
+        # colcon-core refuses (setuptools<80): keep one that both accept, so that installing
+        # the extra does not break the colcon build.
+        'train': ['stable-baselines3>=2.3', 'torch==2.13.0', 'tqdm', 'rich', 'setuptools<80'],
     },
     zip_safe=True,
     maintainer='rtgym_ros developers',

@@ -7,9 +7,12 @@ Starts ``sim_robot`` (it owns ``/clock``) in namespace ``/train``, makes ``rtgym
 on ``config/robots/pendulum_sim.yaml`` following that clock, trains SAC, saves the model,
 then runs a few deterministic episodes. The model takes the env's own Dict observations, so
 the agent node runs it as is: ``agent --ros-args ... -p policy:=sb3:SAC:pendulum_sac.zip``.
+With tensorboard installed, training is logged to ``--tensorboard-log`` (SB3's
+``tensorboard_log``): ``tensorboard --logdir runs``.
 """
 
 import argparse
+import importlib.util
 import os
 from pathlib import Path
 import signal
@@ -82,6 +85,18 @@ def start_sim(opts: argparse.Namespace, log: Path) -> subprocess.Popen:
                             preexec_fn=die_with_parent)
 
 
+def tensorboard_log(directory: str) -> str | None:
+    """Return SB3's ``tensorboard_log``: ``directory`` if tensorboard is installed, else None."""
+    if not directory:
+        return None
+    if importlib.util.find_spec('tensorboard') is None:
+        print('tensorboard is not installed: training is not logged to TensorBoard '
+              '(pip install tensorboard)', flush=True)
+        return None
+    print(f'TensorBoard logs in {directory}/: tensorboard --logdir {directory}', flush=True)
+    return directory
+
+
 def evaluate(model: Any, env: gym.Env, episodes: int) -> list[float]:
     """Deterministic episodes from random starts; the return sums 500 Pendulum-v1 rewards."""
     returns = []
@@ -108,6 +123,9 @@ def main() -> int:
     parser.add_argument('--out', default='pendulum_sac.zip', help='where the model is saved')
     parser.add_argument('--eval-episodes', type=int, default=3)
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--tensorboard-log', default='runs',
+                        help='TensorBoard log directory, used when tensorboard is installed; '
+                             "'' for none")
     opts = parser.parse_args()
 
     import rtgym_ros  # noqa: F401  (registers the env ids)
@@ -130,9 +148,10 @@ def main() -> int:
             learning_rate=1e-3,   # rl-zoo's Pendulum-v1 setting
             gamma=0.995,          # 50 Hz is 2.5x Pendulum-v1's rate: a ~4 s horizon
             learning_starts=1000,  # two random episodes fill the buffer first
-            batch_size=256, buffer_size=opts.steps, device='cpu', seed=opts.seed)
+            batch_size=256, buffer_size=opts.steps, device='cpu', seed=opts.seed,
+            tensorboard_log=tensorboard_log(opts.tensorboard_log))
         started = time.perf_counter()
-        model.learn(total_timesteps=opts.steps, progress_bar=True)
+        model.learn(total_timesteps=opts.steps, progress_bar=True, tb_log_name='sac_pendulum')
         train_wall = time.perf_counter() - started
         # SB3 reset the env after the last episode: stop the robot and pause the sim.
         env.unwrapped.wait()

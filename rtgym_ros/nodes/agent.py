@@ -8,8 +8,6 @@ line per episode and a summary table; Ctrl-C or SIGTERM stops the robot (default
 exits cleanly. ``agent --help`` lists the parameters and starts nothing.
 """
 
-import csv
-from dataclasses import dataclass, field
 import signal
 import sys
 import time
@@ -17,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from rtgym_ros.core.timing import capture_spacing_errors
 from rtgym_ros.core.validate import check_bool
 from rtgym_ros.nodes.command_line import (default_text, format_help, ParameterHelp, type_name,
                                           wants_help)
+from rtgym_ros.nodes.episode_logs import action_labels, EpisodeRecord, write_csv, write_plot
 from rtgym_ros.nodes.policies import make_policy
 from rtgym_ros.nodes.signals import ignore_stop_signals
 from rtgym_ros.robot.env import RosEnv
@@ -35,9 +33,10 @@ DESCRIPTIONS = {
               'f(obs) -> action).',
     'episodes': 'Episodes to run.',
     'seed': 'Episode k resets with seed + k; also seeds the random policy.',
-    'timing_csv': 'Write per-step timings to this CSV file; empty: no file.',
-    'timing_plot': "Write a PNG of the last episode's timing (pip install 'rtgym_ros[plot]'); "
-                   'empty: no plot.',
+    'timing_csv': 'Write one row per step to this CSV file: timing, reward, time-out, each '
+                  "slot's observation age and stale flag, the action; empty: no file.",
+    'timing_plot': "Write a PNG of the returns per episode, each slot's observation age and "
+                   "the capture timing (pip install 'rtgym_ros[plot]'); empty: no plot.",
     'progress': 'Print one line per episode.',
 }
 
@@ -57,35 +56,15 @@ def help_text() -> str:
                     for name, default in AGENT_DEFAULTS.items()],
         epilog='Every other parameter is a key of the robot config (a ROS 2 params file): the '
                "env's keys such as time_step_duration and ep_max_length, use_sim_time, the "
-               'robot keys, actions and observations; see docs/configuration.md and '
-               'docs/nodes/agent.md in the rtgym_ros sources, and the shipped configs in '
-               'share/rtgym_ros/config/robots/.')
-
-
-@dataclass
-class EpisodeRecord:
-    """What one episode did, step by step (node-clock times)."""
-
-    index: int
-    rewards: list[float] = field(default_factory=list)
-    capture_times: list[float] = field(default_factory=list)
-    obs_ages: list[float] = field(default_factory=list)
-    stale_steps: int = 0
-    timeouts: int = 0
-    wall_time: float = 0.0
-
-    @property
-    def ret(self) -> float:
-        return float(np.sum(self.rewards))
-
-    def spacing_errors(self, period: float) -> np.ndarray:
-        """|capture spacing - T| in seconds (the first step after reset excluded)."""
-        return capture_spacing_errors(self.capture_times, period)
+               'robot keys, actions and observations, and record (-p record:=DIR writes the '
+               'episodes to the new rosbag2 directory DIR, in MCAP; pip install '
+               "'rtgym_ros[record]'); see docs/configuration.md and docs/nodes/agent.md in the "
+               'rtgym_ros sources, and the shipped configs in share/rtgym_ros/config/robots/.')
 
 
 def run_episode(env: Any, policy: Any, index: int, *, seed: int | None) -> EpisodeRecord:
     record = EpisodeRecord(index)
-    timeouts_before = env.unwrapped.timeouts
+    timeouts_before = seen = env.unwrapped.timeouts
     if hasattr(policy, 'reset'):
         policy.reset()
     started = time.perf_counter()
@@ -94,11 +73,11 @@ def run_episode(env: Any, policy: Any, index: int, *, seed: int | None) -> Episo
     while not done:
         obs, reward, terminated, truncated, info = env.step(policy(obs))
         done = terminated or truncated
-        record.rewards.append(float(reward))
-        record.capture_times.append(info.get('capture_time', np.nan))
-        ages = info.get('obs_ages', {})
-        record.obs_ages.append(max(ages.values()) if ages else np.nan)
-        record.stale_steps += bool(info.get('stale'))
+        # A time-out counted since the last step is this one's: its time-step started late.
+        timeouts = env.unwrapped.timeouts
+        record.add_step(reward, info, action=env.unwrapped.act_buf[-1],
+                        timed_out=info.get('timed_out', timeouts > seen))
+        seen = timeouts
     record.wall_time = time.perf_counter() - started
     record.timeouts = env.unwrapped.timeouts - timeouts_before
     return record
@@ -131,47 +110,6 @@ def summary_table(records: list[EpisodeRecord], period: float) -> str:
     ]
     width = max(len(name) for name, _ in rows)
     return '\n'.join(f'{name:<{width}} | {value}' for name, value in rows)
-
-
-def write_csv(path: str, records: list[EpisodeRecord], period: float) -> None:
-    with open(path, 'w', newline='') as handle:
-        writer = csv.writer(handle)
-        writer.writerow(['episode', 'step', 'capture_time_s', 'nominal_time_s',
-                         'spacing_error_ms', 'obs_age_ms', 'reward'])
-        for record in records:
-            start = record.capture_times[0] if record.capture_times else 0.0
-            previous = None
-            for step, (capture, age, reward) in enumerate(
-                    zip(record.capture_times, record.obs_ages, record.rewards)):
-                error = '' if previous is None else f'{(capture - previous - period) * 1e3:.4f}'
-                writer.writerow([record.index, step, f'{capture:.6f}',
-                                 f'{start + step * period:.6f}', error,
-                                 f'{age * 1e3:.3f}', f'{reward:.6f}'])
-                previous = capture
-
-
-def write_plot(path: str, records: list[EpisodeRecord], period: float) -> None:
-    """Nominal vs actual capture instants, spacing error and observation age (PNG)."""
-    try:
-        import matplotlib
-        matplotlib.use('Agg')
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SystemExit("timing_plot needs matplotlib: pip install 'rtgym_ros[plot]'")
-    record = records[-1]
-    captures = np.asarray(record.capture_times)
-    steps = np.arange(len(captures))
-    nominal = captures[0] + steps * period
-    figure, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
-    axes[0].plot(steps, (captures - nominal) * 1e3, '.', markersize=3)
-    axes[0].set_ylabel('capture - nominal (ms)')
-    axes[1].plot(steps[1:], (np.diff(captures) - period) * 1e3, '.', markersize=3)
-    axes[1].set_ylabel('spacing error (ms)')
-    axes[2].plot(steps, np.asarray(record.obs_ages) * 1e3, '.', markersize=3)
-    axes[2].set_ylabel('observation age (ms)')
-    axes[2].set_xlabel(f'step (episode {record.index}, T = {period * 1e3:g} ms)')
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
 
 
 def main(args: list[str] | None = None) -> int:
@@ -225,9 +163,13 @@ def main(args: list[str] | None = None) -> int:
     if records:
         print('\n' + summary_table(records, period))
         if options['timing_csv']:
-            write_csv(options['timing_csv'], records, period)
+            write_csv(options['timing_csv'], records, period,
+                      action_names=action_labels(env.robot.actions))
         if options['timing_plot']:
-            write_plot(options['timing_plot'], records, period)
+            write_plot(options['timing_plot'], records, period,
+                       title=f"agent {given.full_name}: policy {options['policy']}, "
+                             f'{len(records)} episode(s) at {1 / period:g} Hz',
+                       max_ages={slot.name: slot.max_age for slot in env.robot.observations})
     return status
 
 

@@ -70,7 +70,12 @@ class RosEnv(RealTimeEnv):
         self.rate_limited_actions = 0
         self.clipped_commands = 0
         self._max_delta = spec.max_delta  # once: the spec does not change
-        config = resolve_robot_config(dict(env_config, interface_kwargs={'spec': spec}))
+        self.recorder = None
+        if spec.record is not None:  # rosbags is needed only then
+            from rtgym_ros.record.recorder import EpisodeRecorder
+            self.recorder = EpisodeRecorder(spec.record)
+        config = resolve_robot_config(dict(env_config, interface_kwargs={
+            'spec': spec, 'recorder': self.recorder}))
         # The spaces first: a failing obs_prepro_func is a config error before any node.
         _, self.layout, observation_space = robot_spaces(config, spec)
         super().__init__(config, render_mode=render_mode)
@@ -134,8 +139,23 @@ class RosEnv(RealTimeEnv):
         super().set_time_step_duration(time_step_duration, time_step_timeout_factor)
         self.interface.time_step_duration = float(time_step_duration)
 
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        obs, info = super().reset(seed=seed, options=options)
+        if self.recorder is not None:
+            self.recorder.reset(info, timeouts=self.timeouts)
+        return obs, info
+
     def step(self, action: Any) -> tuple:
-        return super().step(self.check_action(action))
+        action = self.check_action(action)
+        result = super().step(action)
+        if self.recorder is not None:
+            self.recorder.step(action, *result[1:], timeouts=self.timeouts)
+        return result
+
+    def close(self) -> None:
+        super().close()
+        if getattr(self, 'recorder', None) is not None:
+            self.recorder.close()  # after the node: every message received is in the queue
 
     def check_action(self, action: Any) -> np.ndarray:
         """Return the action that will be applied (and buffered), or raise ValueError."""

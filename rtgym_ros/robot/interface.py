@@ -30,8 +30,11 @@ class RosInterface(RealTimeGymInterface):
 
     wants_io_node = True
 
-    def __init__(self, spec: RobotSpec) -> None:
+    def __init__(self, spec: RobotSpec, *, recorder: Any = None) -> None:
         self.spec = spec
+        self.recorder = recorder
+        """An ``EpisodeRecorder`` (the env records its episodes) or None."""
+        self._sent: list[Callable[[Any, Any], None]] = []
         self.time_step_duration = 0.05
         """The env's T: the bound of the ``newer_than_action`` wait when none is configured."""
         self._node: Node | None = None
@@ -60,19 +63,26 @@ class RosInterface(RealTimeGymInterface):
         self._clock = node.get_clock()
         self._publishers = [node.create_publisher(group.writer.msg_type, group.topic, group.qos)
                             for group in self.spec.actions]
+        if self.recorder is not None:
+            self.recorder.bind_node(node)
+            self._sent = [self.recorder.published(publisher.topic_name, group.writer.msg_type)
+                          for group, publisher in zip(self.spec.actions, self._publishers)]
         for slot_spec in self.spec.observations:
             slot = Slot(slot_spec, now=self.now,
                         stamp_tolerance=self.spec.options.stamp_tolerance)
             subscription = self._io_node.create_subscription(
-                slot_spec.reader.msg_type, slot_spec.topic, slot.store, slot_spec.qos)
+                slot_spec.reader.msg_type, slot_spec.topic,
+                self._recorded(slot_spec.topic, slot_spec.reader.msg_type, slot.store),
+                slot_spec.qos)
             self._topics[slot.name] = subscription.topic_name
             self.slots.append(slot)
         for name in ('reward', 'termination'):
             signal: SignalSpec | None = getattr(self.spec, name)
             if signal is not None and signal.topic is not None:
                 value = SignalSlot(signal.reader, now=self.now)
-                self._io_node.create_subscription(signal.reader.msg_type, signal.topic,
-                                                  value.store, signal.qos)
+                self._io_node.create_subscription(
+                    signal.reader.msg_type, signal.topic,
+                    self._recorded(signal.topic, signal.reader.msg_type, value.store), signal.qos)
                 self._signals[name] = value
         step = self.spec.step
         if step is not None and step.topic is not None:
@@ -85,6 +95,13 @@ class RosInterface(RealTimeGymInterface):
                     service.service_type, service.service)
         self._graph_watch = GraphWatch(node, self._publishers, {
             self._topics[slot.name]: interface_name(slot.reader.msg_type) for slot in self.slots})
+
+    def _recorded(self, topic: str, msg_type: type,
+                  callback: Callable[[Any], None]) -> Callable[[Any], None]:
+        """Return the subscription callback: ``callback``, and the recorder's when recording."""
+        if self.recorder is None:
+            return callback
+        return self.recorder.tap(self._io_node.resolve_topic_name(topic), msg_type, callback)
 
     def now(self) -> float:
         return self._clock.now().nanoseconds * 1e-9
@@ -145,9 +162,12 @@ class RosInterface(RealTimeGymInterface):
             return
         stamp = self._clock.now().to_msg()
         start = 0
-        for group, publisher in zip(self.spec.actions, self._publishers):
-            publisher.publish(group.writer.build(control[start:start + group.size],
-                                                 stamp=stamp if group.stamped else None))
+        for index, (group, publisher) in enumerate(zip(self.spec.actions, self._publishers)):
+            message = group.writer.build(control[start:start + group.size],
+                                         stamp=stamp if group.stamped else None)
+            publisher.publish(message)
+            if self._sent:
+                self._sent[index](message, stamp)
             start += group.size
         self.last_action = np.array(control, dtype=np.float32)
         self.last_action_time = self.now()

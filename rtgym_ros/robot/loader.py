@@ -21,6 +21,7 @@ from rtgym_ros.core.validate import (check_bool, check_choice, check_int, check_
 from rtgym_ros.msgconv.readers import compile_reader, FieldReader
 from rtgym_ros.msgconv.type_names import load_message_type, load_service_type
 from rtgym_ros.msgconv.writers import compile_writer
+from rtgym_ros.record.config import record_spec
 from rtgym_ros.robot.callables import load_callable
 from rtgym_ros.robot.params_file import load_params_file
 from rtgym_ros.robot.qos import qos_from_config
@@ -37,7 +38,7 @@ _CODE_KEYS = ('interface', 'interface_args', 'interface_kwargs')
 PREPRO_KEYS = ('act_prepro_func', 'obs_prepro_func')
 ENV_KEYS = tuple(k for k in (*RTGYM_DEFAULTS, *ROS_DEFAULTS) if k not in _CODE_KEYS)
 _ROBOT_KEYS = ('actions', 'observations', 'reward', 'termination', 'reset', 'pause',
-               'unpause', 'step', *ROBOT_DEFAULTS)
+               'unpause', 'step', 'record', *ROBOT_DEFAULTS)
 
 
 def load_robot_config(path: str | Path | None = None, *, node_name: str | None = None,
@@ -114,6 +115,7 @@ def split_and_check(params: dict[str, Any]) -> tuple[dict[str, Any], RobotSpec]:
         spec.unpause = dataclasses.replace(spec.pause,
                                            request={**spec.pause.request, 'data': False})
     spec.step = _step(params, options, env_config)
+    spec.record = record_spec(params.get('record'))
     if spec.step is not None:  # a simulator that does not advance when asked is an error
         env_config.setdefault('on_clock_stall', 'error')
     return env_config, spec

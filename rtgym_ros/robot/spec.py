@@ -13,6 +13,7 @@ from rclpy.qos import QoSProfile
 
 from rtgym_ros.msgconv.readers import FieldReader
 from rtgym_ros.msgconv.writers import FieldWriter
+from rtgym_ros.record.config import RecordSpec
 from rtgym_ros.robot.services import ServiceSpec
 from rtgym_ros.robot.transforms import SlotTransform
 
@@ -162,6 +163,8 @@ class RobotSpec:
     options: RobotOptions = field(default_factory=lambda: RobotOptions())
     step: StepSpec | None = None
     """Lockstep only: the advance request."""
+    record: RecordSpec | None = None
+    """Where to record the episodes (a rosbag2 in MCAP); None: not recorded."""
 
     @property
     def action_low(self) -> np.ndarray:
