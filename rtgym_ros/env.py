@@ -30,6 +30,7 @@ from rtgym_ros.ros.deadline import DeadlineTimer
 from rtgym_ros.ros.deferred_log import DeferredLog
 from rtgym_ros.ros.runtime import RosRuntime
 from rtgym_ros.ros.stall_monitor import StallMonitor
+from rtgym_ros.safe_stop import SafeStop
 
 _CLOSE_TIMEOUT = 1.0  # seconds: bound on each teardown wait, so close() never hangs
 _SAFE_ACTION_BOUND = 0.25  # s close() gives a busy executor thread before stopping the robot
@@ -52,7 +53,6 @@ class RealTimeEnv(gymnasium.Env):
     def __init__(self, config: dict | EnvConfig = DEFAULT_CONFIG_DICT, *,
                  render_mode: str | None = None) -> None:
         self._closed = True  # until the runtime exists, close() has nothing to do
-        self._final_stop = False
         self._warned_clock_publishers = False
         if render_mode is not None and render_mode not in self.metadata['render_modes']:
             raise ValueError(f'render_mode must be None or one of '
@@ -94,6 +94,8 @@ class RealTimeEnv(gymnasium.Env):
             self._runtime, use_sim_time=cfg.use_sim_time, stall_timeout=cfg.clock_stall_timeout,
             on_stall=cfg.on_clock_stall)
         self._closed = False
+        self._stop_robot = SafeStop(self._runtime, interface=lambda: self.interface,
+                                    safe_action=self.safe_action)
         self._runtime.on_failure = self._stop_robot
         _live_envs.add(self)
         gil.acquire(self, cfg.gil_switch_interval)
@@ -150,7 +152,7 @@ class RealTimeEnv(gymnasium.Env):
         return min(cfg.time_step_duration * (1.0 + cfg.time_step_timeout_factor), 0.1)
 
     def _send_control(self, action: Any) -> None:
-        if self._final_stop:  # close() has sent the safe action: nothing may follow it
+        if self._stop_robot.final:  # close() sent the safe action: nothing may follow it
             return
         self.interface.send_control(self._control_of(action))
         watchdog = self.config.watchdog_timeout
@@ -213,29 +215,6 @@ class RealTimeEnv(gymnasium.Env):
     def _reset_interface(self, seed: int | None, options: dict | None) -> tuple:
         self._watchdog.disarm()
         return self.interface.reset(seed=seed, options=options)
-
-    def _stop_robot(self) -> None:
-        """
-        Any thread: send the safe action now, whatever the executor thread is doing.
-
-        An interface that can publish from any thread (``send_safe_action_now``, as
-        ``RosInterface`` does) does it here and now; another is sent the safe action through
-        ``send_control`` on the executor thread, as soon as that thread is free.
-        """
-        try:
-            if self._send_safe_action_now():
-                return
-            if self._runtime.on_executor_thread():
-                self.interface.send_control(self.safe_action())
-            elif self._runtime.alive():
-                self._runtime.post(self.interface.send_control, self.safe_action())
-        except Exception as error:
-            self._runtime.logger.error(f'could not send the safe action: {error!r}')
-
-    def _send_safe_action_now(self) -> bool:
-        """Any thread: send the safe action if the interface can from here; say if it did."""
-        send_now = getattr(self.interface, 'send_safe_action_now', None)
-        return send_now is not None and send_now(self.safe_action())
 
     # -- user-thread side ---------------------------------------------------------------------
 
@@ -507,16 +486,7 @@ class RealTimeEnv(gymnasium.Env):
         except TimeoutError:
             # The executor thread is busy (an interface call that blocks): stop the robot from
             # here, and let no action the executor thread still holds follow the safe one.
-            self._final_stop = True
-            sent = False
-            try:
-                sent = self._send_safe_action_now()
-            except Exception as error:
-                runtime.logger.error(f'could not send the safe action: {error!r}')
-            runtime.logger.error(
-                f'the executor thread stayed busy for {_SAFE_ACTION_BOUND} s while closing; '
-                + ('the safe action was sent from the closing thread' if sent else
-                   'this interface cannot send the safe action from another thread'))
+            self._stop_robot.final_stop(waited=_SAFE_ACTION_BOUND)
         except Exception as error:
             runtime.logger.error(f'error while closing the interface: {error!r}')
         finally:
