@@ -28,6 +28,7 @@ class Streams:
         self._probe = probe
         self.ns = f'/real_world_{next_name()}'
         self._made: list[tuple[Any, Any]] = []
+        self.closing = False
 
     def joint_states(self, names: list[str], positions: list[float], *, rate: float,
                      stamp_offset: float = 0.0) -> dict:
@@ -36,7 +37,7 @@ class Streams:
         state = {'positions': positions, 'on': True, 'stamp_offset': stamp_offset}
 
         def publish() -> None:
-            if not state['on']:
+            if not state['on'] or self.closing:
                 return
             message = JointState(name=names, position=list(state['positions']))
             stamp = self._probe.node.get_clock().now().nanoseconds * 1e-9
@@ -53,6 +54,7 @@ class Streams:
         return publisher
 
     def close(self) -> None:
+        self.closing = True  # a timer callback already under way must not publish any more
         for publisher, timer in self._made:
             if timer is not None:
                 self._probe.node.destroy_timer(timer)

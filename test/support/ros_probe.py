@@ -75,8 +75,10 @@ class Probe:
         self.node = Node(f'test_probe_{os.getpid()}_{next(_names)}', context=self.context)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
+        # One test's failing callback (printed) must not leave the module's later tests without
+        # a probe.
         self.spinner = SpinThread(self.executor, context=self.context, name=self.node.get_name(),
-                                  on_failure=_report_failure)
+                                  on_failure=_report_failure, survive_errors=True)
 
     def call(self, client, request, timeout: float = 5.0):
         future = client.call_async(request)
