@@ -5,8 +5,14 @@ Actions are published on the executor thread when a time-step starts, stamped wi
 clock. Sensor subscriptions live on the io node, whose thread only stores messages in slots, so
 the capture (executor thread) may wait, bounded, for fresh data. Observation order is the
 config's; the env turns it into a Dict (or keeps rtgym's Tuple).
+
+Image slots take their messages serialized, on a thread that copies them with the GIL released
+(:mod:`rtgym_ros.ros.serialized`): converting a large image into a Python message holds the GIL
+long enough to delay the time-step (90 ms for 50 MB). ``RTGYM_ROS_IMAGE_TAKE=message`` keeps
+them on the io node as rclpy messages.
 """
 
+import os
 import threading
 import time
 from typing import Any, Callable
@@ -17,13 +23,27 @@ from rclpy.node import Node
 
 from rtgym_ros.core.interface import RealTimeGymInterface
 from rtgym_ros.core.validate import short_repr
+from rtgym_ros.msgconv.fields import IMAGE
+from rtgym_ros.msgconv.image_cdr import decode_image
+from rtgym_ros.msgconv.type_names import interface_name
 from rtgym_ros.robot.slots import SignalSlot, Slot, wait_all
-from rtgym_ros.robot.spec import RobotSpec, ServiceSpec, SignalSpec
+from rtgym_ros.robot.spec import ObservationSlotSpec, RobotSpec, ServiceSpec, SignalSpec
 from rtgym_ros.ros.deferred_log import DeferredLog
 
 
 _SERVICE_RETRY = 1.0  # seconds before a service request is sent again
 _POLL = 0.01  # s between checks of a service's readiness or answer
+IMAGE_TAKE_VARIABLE = 'RTGYM_ROS_IMAGE_TAKE'
+IMAGE_TAKES = ('serialized', 'message')
+
+
+def image_take() -> str:
+    """Return how image slots take their messages: ``RTGYM_ROS_IMAGE_TAKE``, 'serialized'."""
+    choice = os.environ.get(IMAGE_TAKE_VARIABLE, '').strip() or 'serialized'
+    if choice not in IMAGE_TAKES:
+        raise ValueError(f'{IMAGE_TAKE_VARIABLE} must be one of {IMAGE_TAKES}, '
+                         f'found {choice!r}')
+    return choice
 
 
 class RosInterface(RealTimeGymInterface):
@@ -56,11 +76,13 @@ class RosInterface(RealTimeGymInterface):
         self._clock = node.get_clock()
         self._publishers = [node.create_publisher(group.writer.msg_type, group.topic, group.qos)
                             for group in self.spec.actions]
+        serialized_images = image_take() == 'serialized'
         for slot_spec in self.spec.observations:
             slot = Slot(slot_spec, now=self.now,
                         stamp_tolerance=self.spec.options.stamp_tolerance)
-            self._io_node.create_subscription(slot_spec.reader.msg_type, slot_spec.topic,
-                                              slot.store, slot_spec.qos)
+            if not (serialized_images and self._subscribe_serialized(slot_spec, slot)):
+                self._io_node.create_subscription(slot_spec.reader.msg_type, slot_spec.topic,
+                                                  slot.store, slot_spec.qos)
             self.slots.append(slot)
         for name in ('reward', 'termination'):
             signal: SignalSpec | None = getattr(self.spec, name)
@@ -74,6 +96,21 @@ class RosInterface(RealTimeGymInterface):
                     and id(service) not in self._clients:
                 self._clients[id(service)] = self._io_node.create_client(
                     service.service_type, service.service)
+
+    def _subscribe_serialized(self, slot_spec: ObservationSlotSpec, slot: Slot) -> bool:
+        """Take an image slot's messages serialized; False when it is no image or impossible."""
+        subscribe = getattr(self._io_node, 'create_serialized_subscription', None)
+        if subscribe is None or interface_name(slot_spec.reader.msg_type) != IMAGE:
+            return False
+        try:
+            subscribe(slot_spec.reader.msg_type, slot_spec.topic,
+                      lambda data: slot.store(decode_image(data)), slot_spec.qos)
+        except OSError as error:
+            self._log.warning('serialized images', f'observations.{slot.name}: image messages '
+                              f'are taken as rclpy messages, on the io thread ({error}); set '
+                              f'{IMAGE_TAKE_VARIABLE}=message to silence this')
+            return False
+        return True
 
     def now(self) -> float:
         return self._clock.now().nanoseconds * 1e-9
