@@ -373,7 +373,8 @@ def role_env(options: dict) -> int:
     mode = options['agent']
     env = gymnasium.make('rtgym_ros/ros-v1', robot_config=options['config'],
                          node_name=f'bench_env_{os.getpid()}', benchmark=True,
-                         benchmark_type='trace')
+                         benchmark_type='trace',
+                         disable_env_checker=not options.get('env_checker', True))
     unwrapped = env.unwrapped
     action_value = np.zeros(unwrapped.action_space.shape, np.float32)
     calls: list[float] = []
@@ -400,7 +401,8 @@ def role_env(options: dict) -> int:
                     wall_next = info['capture_time'] + time_step + LATE_MARGIN
                 else:  # 'early': half a time-step of agent, then step() waits for t_end
                     time.sleep(time_step / 2)
-                if WARMUP_STEPS < k <= 2 * WARMUP_STEPS and 'camera' in obs:
+                if WARMUP_STEPS < k <= 2 * WARMUP_STEPS and 'camera' in obs and \
+                        options.get('check_camera_view', True):
                     _check_camera_view(result, env, obs['camera'])
             unwrapped.stop()
             cpu_after, counts_after = _cpu_snapshot(), _slot_counts(env)
