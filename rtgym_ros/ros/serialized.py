@@ -131,7 +131,8 @@ class SerializedBuffers:
         self._rcl = rcl
         self._spare = spare
         self._free: list[_SerializedMessage] = []
-        self._lock = threading.Lock()
+        # Reentrant: a collection while the lock is held may drop the last view of a buffer.
+        self._lock = threading.RLock()
         self._closed = False
         self.made = 0
         """How many buffers were made (a measure of reuse, for tests and benchmarks)."""
