@@ -332,6 +332,10 @@ def _ms(stats: dict | None) -> str:
     return ' / '.join(f'{stats[k] / 1000:.1f}' for k in ('p50', 'p99', 'max'))
 
 
+def _percent(value: float | None) -> str:
+    return '–' if value is None else f'{value:.1f}'
+
+
 def format_gil(part: dict, markdown: bool) -> str:
     if 'error' in part:
         return f"error: {part['error']} {' | '.join(part.get('stderr', []))}"
@@ -366,14 +370,14 @@ def format_steps(part: dict, markdown: bool, shape: list[int]) -> str:
              'other_process': 'level only; another process takes the frames'}
     header = ['env at 50 Hz', 'time-outs', 'capture spacing error (ms)',
               'capture interval (ms)', 'get_obs (µs)', 'frames received / sent',
-              'load average']
+              'CPU io / frames thread (%)', 'load average']
     rows = []
     for run, result in enumerate(part['runs']):
         sent = result['publisher']['rate_hz']
         for cell, row in result['cells'].items():
             name = names[cell] + (f' (run {run + 1})' if len(part['runs']) > 1 else '')
             if 'error' in row:
-                rows.append([name, 'error', row['error']] + ['–'] * 4)
+                rows.append([name, 'error', row['error']] + ['–'] * 5)
                 continue
             received = (row['received'].get('camera') if cell != 'other_process'
                         else row.get('taken_by_other_process'))
@@ -381,6 +385,8 @@ def format_steps(part: dict, markdown: bool, shape: list[int]) -> str:
             rows.append([name, str(row['timeouts']), _ms(row['spacing_error_us']),
                          _ms(row['capture_interval_us']), _fmt(row['get_obs_us']),
                          f'{received} / ~{expected:.0f}',
+                         ' / '.join(_percent(row['cpu'].get(f'{thread}_cpu_pct'))
+                                    for thread in ('io', 'frames')),
                          '{:.2f} → {:.2f}'.format(*row['load_average'])])
     text = _table(header, rows, markdown)
     size = _frame_bytes(shape) / 1e6

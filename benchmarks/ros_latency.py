@@ -288,11 +288,12 @@ def role_stream(options: dict) -> int:
 # -- child role: the env -------------------------------------------------------------------------
 
 def _thread_clocks() -> dict[str, int]:
-    """CPU-time clocks of the env's threads ('rtgym_ros:<node>' and its '..._io' twin)."""
+    """CPU-time clocks of the env's threads: 'rtgym_ros:<node>', '..._io', '..._frames'."""
     found = {}
     for thread in threading.enumerate():
         if thread.name.startswith('rtgym_ros:') and thread.ident is not None:
-            name = 'io' if thread.name.endswith('_io') else 'executor'
+            suffix = thread.name.rsplit('_', 1)[-1]
+            name = suffix if suffix in ('io', 'frames', 'watchdog') else 'executor'
             found[name] = time.pthread_getcpuclockid(thread.ident)
     return found
 
@@ -309,7 +310,7 @@ def _cpu_snapshot() -> dict:
 def _cpu_delta(before: dict, after: dict) -> dict:
     wall = after['wall'] - before['wall']
     out = {'wall_s': wall}
-    for key in ('process', 'executor', 'io'):
+    for key in ('process', 'executor', 'io', 'frames'):
         if before.get(key) is not None and after.get(key) is not None:
             out[f'{key}_cpu_s'] = after[key] - before[key]
             out[f'{key}_cpu_pct'] = 100.0 * (after[key] - before[key]) / wall
