@@ -288,11 +288,12 @@ def role_stream(options: dict) -> int:
 # -- child role: the env -------------------------------------------------------------------------
 
 def _thread_clocks() -> dict[str, int]:
-    """CPU-time clocks of the env's threads ('rtgym_ros:<node>' and its '..._io' twin)."""
+    """CPU-time clocks of the env's threads: 'rtgym_ros:<node>', '..._io', '..._frames'."""
     found = {}
     for thread in threading.enumerate():
         if thread.name.startswith('rtgym_ros:') and thread.ident is not None:
-            name = 'io' if thread.name.endswith('_io') else 'executor'
+            suffix = thread.name.rsplit('_', 1)[-1]
+            name = suffix if suffix in ('io', 'frames', 'watchdog') else 'executor'
             found[name] = time.pthread_getcpuclockid(thread.ident)
     return found
 
@@ -309,7 +310,7 @@ def _cpu_snapshot() -> dict:
 def _cpu_delta(before: dict, after: dict) -> dict:
     wall = after['wall'] - before['wall']
     out = {'wall_s': wall}
-    for key in ('process', 'executor', 'io'):
+    for key in ('process', 'executor', 'io', 'frames'):
         if before.get(key) is not None and after.get(key) is not None:
             out[f'{key}_cpu_s'] = after[key] - before[key]
             out[f'{key}_cpu_pct'] = 100.0 * (after[key] - before[key]) / wall
@@ -373,7 +374,8 @@ def role_env(options: dict) -> int:
     mode = options['agent']
     env = gymnasium.make('rtgym_ros/ros-v1', robot_config=options['config'],
                          node_name=f'bench_env_{os.getpid()}', benchmark=True,
-                         benchmark_type='trace')
+                         benchmark_type='trace',
+                         disable_env_checker=not options.get('env_checker', True))
     unwrapped = env.unwrapped
     action_value = np.zeros(unwrapped.action_space.shape, np.float32)
     calls: list[float] = []
@@ -400,7 +402,8 @@ def role_env(options: dict) -> int:
                     wall_next = info['capture_time'] + time_step + LATE_MARGIN
                 else:  # 'early': half a time-step of agent, then step() waits for t_end
                     time.sleep(time_step / 2)
-                if WARMUP_STEPS < k <= 2 * WARMUP_STEPS and 'camera' in obs:
+                if WARMUP_STEPS < k <= 2 * WARMUP_STEPS and 'camera' in obs and \
+                        options.get('check_camera_view', True):
                     _check_camera_view(result, env, obs['camera'])
             unwrapped.stop()
             cpu_after, counts_after = _cpu_snapshot(), _slot_counts(env)

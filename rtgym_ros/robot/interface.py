@@ -5,8 +5,14 @@ Actions are published on the executor thread when a time-step starts, stamped wi
 clock. Sensor subscriptions live on the io node, whose thread only stores messages in slots, so
 the capture (executor thread) may wait, bounded, for fresh data. Observation order is the
 config's; the env turns it into a Dict (or keeps rtgym's Tuple).
+
+Image slots take their messages serialized, on a thread that copies them with the GIL released
+(:mod:`rtgym_ros.ros.serialized`): converting a large image into a Python message holds the GIL
+long enough to delay the time-step (90 ms for 50 MB). ``RTGYM_ROS_IMAGE_TAKE=message`` keeps
+them on the io node as rclpy messages.
 """
 
+import os
 from typing import Any, Callable
 
 import gymnasium.spaces as spaces
@@ -17,12 +23,26 @@ from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from rtgym_ros.core.interface import RealTimeGymInterface
 from rtgym_ros.core.validate import short_repr
+from rtgym_ros.msgconv.fields import IMAGE
+from rtgym_ros.msgconv.image_cdr import decode_image
 from rtgym_ros.msgconv.type_names import interface_name
 from rtgym_ros.robot.services import build_request, check_response, ServiceCaller
 from rtgym_ros.robot.slots import SignalSlot, Slot, wait_all
-from rtgym_ros.robot.spec import RobotSpec, ServiceSpec, SignalSpec
+from rtgym_ros.robot.spec import ObservationSlotSpec, RobotSpec, ServiceSpec, SignalSpec
 from rtgym_ros.ros.deferred_log import DeferredLog
 from rtgym_ros.ros.graph import describe_publishers, describe_service, GraphWatch
+
+IMAGE_TAKE_VARIABLE = 'RTGYM_ROS_IMAGE_TAKE'
+IMAGE_TAKES = ('serialized', 'message')
+
+
+def image_take() -> str:
+    """Return how image slots take their messages: ``RTGYM_ROS_IMAGE_TAKE``, 'serialized'."""
+    choice = os.environ.get(IMAGE_TAKE_VARIABLE, '').strip() or 'serialized'
+    if choice not in IMAGE_TAKES:
+        raise ValueError(f'{IMAGE_TAKE_VARIABLE} must be one of {IMAGE_TAKES}, '
+                         f'found {choice!r}')
+    return choice
 
 
 class RosInterface(RealTimeGymInterface):
@@ -67,14 +87,19 @@ class RosInterface(RealTimeGymInterface):
             self.recorder.bind_node(node)
             self._sent = [self.recorder.published(publisher.topic_name, group.writer.msg_type)
                           for group, publisher in zip(self.spec.actions, self._publishers)]
+        # A recorded slot keeps its messages: images then come as rclpy messages.
+        serialized_images = image_take() == 'serialized' and self.recorder is None
         for slot_spec in self.spec.observations:
             slot = Slot(slot_spec, now=self.now,
                         stamp_tolerance=self.spec.options.stamp_tolerance)
-            subscription = self._io_node.create_subscription(
-                slot_spec.reader.msg_type, slot_spec.topic,
-                self._recorded(slot_spec.topic, slot_spec.reader.msg_type, slot.store),
-                slot_spec.qos)
-            self._topics[slot.name] = subscription.topic_name
+            if serialized_images and self._subscribe_serialized(slot_spec, slot):
+                self._topics[slot.name] = self._io_node.resolve_topic_name(slot_spec.topic)
+            else:
+                subscription = self._io_node.create_subscription(
+                    slot_spec.reader.msg_type, slot_spec.topic,
+                    self._recorded(slot_spec.topic, slot_spec.reader.msg_type, slot.store),
+                    slot_spec.qos)
+                self._topics[slot.name] = subscription.topic_name
             self.slots.append(slot)
         for name in ('reward', 'termination'):
             signal: SignalSpec | None = getattr(self.spec, name)
@@ -102,6 +127,21 @@ class RosInterface(RealTimeGymInterface):
         if self.recorder is None:
             return callback
         return self.recorder.tap(self._io_node.resolve_topic_name(topic), msg_type, callback)
+
+    def _subscribe_serialized(self, slot_spec: ObservationSlotSpec, slot: Slot) -> bool:
+        """Take an image slot's messages serialized; False when it is no image or impossible."""
+        subscribe = getattr(self._io_node, 'create_serialized_subscription', None)
+        if subscribe is None or interface_name(slot_spec.reader.msg_type) != IMAGE:
+            return False
+        try:
+            subscribe(slot_spec.reader.msg_type, slot_spec.topic,
+                      lambda data: slot.store(decode_image(data)), slot_spec.qos)
+        except OSError as error:
+            self._log.warning('serialized images', f'observations.{slot.name}: image messages '
+                              f'are taken as rclpy messages, on the io thread ({error}); set '
+                              f'{IMAGE_TAKE_VARIABLE}=message to silence this')
+            return False
+        return True
 
     def now(self) -> float:
         return self._clock.now().nanoseconds * 1e-9

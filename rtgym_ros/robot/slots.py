@@ -2,6 +2,7 @@
 Timestamped observation slots: the newest data of a topic, and how old it is.
 
 A subscription callback only stores a reference to the message and its stamp (on the io
+thread; an image slot's frame, read from the serialized bytes, on the serialized receiver's
 thread); conversion to numpy happens once, at capture, on the executor thread. A condition
 variable lets the capture wait, bounded, for data newer than a given time.
 
@@ -56,7 +57,7 @@ class Slot:
     # -- io thread ------------------------------------------------------------------------------
 
     def store(self, message: Any) -> None:
-        """Subscription callback: keep the message and its stamp; no conversion here."""
+        """Subscription callback: keep the message (or image frame) and its stamp, unconverted."""
         received = self._now()
         stamp = message_stamp(message) if self.spec.use_header_stamp else None
         # A zero header stamp means the publisher did not set it: use the receive time.

@@ -16,7 +16,9 @@ the process, the io node too) does not rename them; the agent reads it and passe
 
 An interface that must block on the network (wait for a fresh sensor message, for a service
 response) uses :attr:`RosRuntime.io_node`: a second node, spun by a second thread, whose
-callbacks only store what arrives. The executor thread can then wait, bounded, for them.
+callbacks only store what arrives. The executor thread can then wait, bounded, for them. Large
+messages (images) can be taken serialized instead, by a third thread that releases the GIL while
+it copies them (:meth:`IoNode.create_serialized_subscription`, :mod:`rtgym_ros.ros.serialized`).
 """
 
 import os
@@ -29,9 +31,11 @@ from rclpy.context import Context
 from rclpy.executors import Executor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile
 from rclpy.signals import SignalHandlerOptions
 from rclpy.time_source import TimeSource
 
+from rtgym_ros.ros.serialized import SerializedReceiver
 from rtgym_ros.ros.spin import SpinThread
 
 T = TypeVar('T')
@@ -121,6 +125,7 @@ class RosRuntime:
         self._closed = False
         self._node_args = (node_name, namespace, overrides)
         self._io: tuple[Node, SpinThread] | None = None
+        self._serialized: SerializedReceiver | None = None
         self._spinner = self._start_spinning(self.executor, f'rtgym_ros:{node_name}')
         self._clock_source: TimeSource | None = None
         if use_sim_time:
@@ -144,13 +149,29 @@ class RosRuntime:
         """Return the node for subscriptions and service clients, spun by its own thread."""
         if self._io is None:
             name, namespace, overrides = self._node_args
-            node = Node(f'{name}_io', namespace=namespace, context=self.context,
-                        cli_args=_named(f'{name}_io'), parameter_overrides=overrides,
-                        start_parameter_services=False)
+            node = IoNode(f'{name}_io', namespace=namespace, context=self.context,
+                          cli_args=_named(f'{name}_io'), parameter_overrides=overrides,
+                          start_parameter_services=False,
+                          serialized_receiver=self.serialized_receiver)
             executor = make_io_executor(self.context)
             executor.add_node(node)
             self._io = (node, self._start_spinning(executor, f'rtgym_ros:{name}_io'))
         return self._io[0]
+
+    def serialized_receiver(self) -> SerializedReceiver:
+        """
+        Return the receiver of serialized subscriptions (made at the first call).
+
+        :raises OSError: serialized takes are impossible in this process (rcl not found).
+        """
+        if self._closed:
+            raise RuntimeClosedError(self.dead_reason())
+        if self._serialized is None:
+            name, namespace, _ = self._node_args
+            self._serialized = SerializedReceiver(
+                self.context, node_name=f'{name}_frames', namespace=namespace,
+                on_failure=self._executor_failed)
+        return self._serialized
 
     @property
     def executor_thread(self) -> threading.Thread:
@@ -260,12 +281,39 @@ class RosRuntime:
             spun.append(self._io)
         for _, spinner in spun:
             spinner.stop(timeout=timeout)
+        if self._serialized is not None:
+            self._serialized.close(timeout=timeout)
         for _, spinner in spun:
             spinner.executor.shutdown(timeout_sec=timeout)
         for node, _ in spun:
             node.destroy_node()
         self.context.try_shutdown()
         _release_name(self._namespace, self.node_name)
+
+
+class IoNode(Node):
+    """The io node: subscriptions and clients spun by the io thread, or taken serialized."""
+
+    def __init__(self, *args: Any,
+                 serialized_receiver: Callable[[], SerializedReceiver], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._serialized_receiver = serialized_receiver
+
+    def create_serialized_subscription(self, msg_type: type, topic: str,
+                                       callback: Callable[[memoryview], None],
+                                       qos_profile: QoSProfile) -> None:
+        """
+        Subscribe with ``callback(view)`` on the CDR bytes of each message, taken without the GIL.
+
+        For messages too large to convert on the io thread (images): the receiving thread copies
+        them with the GIL released and hands over a read-only view (see
+        :mod:`rtgym_ros.ros.serialized`). The topic is resolved against this node's namespace.
+
+        :raises OSError: serialized takes are impossible here; subscribe with
+            ``create_subscription`` instead.
+        """
+        topic = self.resolve_topic_name(topic)
+        self._serialized_receiver().subscribe(msg_type, topic, callback, qos_profile)
 
 
 IO_EXECUTOR_VARIABLE = 'RTGYM_ROS_IO_EXECUTOR'
