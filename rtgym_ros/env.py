@@ -230,7 +230,8 @@ class RealTimeEnv(gymnasium.Env):
         if not self._ts_running:
             return
         try:
-            self._stall_monitor.wait(self._runner.done, step_end=self._schedule.t_end)
+            self._stall_monitor.wait(self._runner.done, step_end=self._schedule.t_end,
+                                     nudge=self._nudge)
         except BaseException:  # Ctrl-C, a stalled clock, a closed env: stop the robot first
             self._stop_robot()
             raise
@@ -242,6 +243,11 @@ class RealTimeEnv(gymnasium.Env):
             self.running = False
             raise RuntimeError(f'the time-step failed on the executor thread: {error!r}; '
                                'the default action was sent') from error
+
+    def _nudge(self) -> None:
+        """User thread, waiting without progress: a lockstep simulator is asked again."""
+        if getattr(self.interface, 'lockstep', False) and self._runtime.alive():
+            self._runtime.post(self.interface.resend_step)
 
     def _warn_about_clock_publishers(self) -> None:
         """Several /clock publishers make sim time jump back and forth: say so."""

@@ -13,6 +13,7 @@ them on the io node as rclpy messages.
 """
 
 import os
+import time
 from typing import Any, Callable
 
 import gymnasium.spaces as spaces
@@ -64,6 +65,7 @@ class RosInterface(RealTimeGymInterface):
         self._publishers: list = []
         self._signals: dict[str, SignalSlot] = {}
         self._last_capture = -np.inf
+        self._step_target: float | None = None
         self._topics: dict[str, str] = {}
         self._graph_watch: GraphWatch | None = None
         self._clients: dict[int, Any] = {}
@@ -377,7 +379,21 @@ class RosInterface(RealTimeGymInterface):
             def ready(slot: Slot) -> Callable[[], bool]:
                 return lambda: slot.message is not None and (
                     slot.stamp > since or slot.stamp < baselines[slot.name])
+        deadline = time.monotonic() + timeout
         silent = wait_all(self.slots, ready, timeout=timeout)
+        rewound = [slot for slot in self.slots if slot.stamp < baselines[slot.name]]
+        if not silent and rewound and not self.lockstep:
+            # The reset took the time base back (Gazebo's /reset_simulation) and its data came
+            # before the /clock that says so: let the clock follow (that clears the slots of
+            # the old time base), then take data of the new one.
+            oldest = min(baselines[slot.name] for slot in rewound)
+            clock_back = self._services.wait_until(
+                lambda: self.now() < oldest, max(0.0, deadline - time.monotonic()))
+            if clock_back:
+                now = self.now()
+                silent = wait_all(self.slots, lambda slot: lambda: slot.message is not None
+                                  and slot.stamp >= now - self.spec.options.stamp_tolerance,
+                                  timeout=max(0.0, deadline - time.monotonic()))
         if silent:
             graph = '; '.join(describe_publishers(self._io_node, self._topics[slot.name],
                                                   interface_name(slot.reader.msg_type))
@@ -414,8 +430,8 @@ class RosInterface(RealTimeGymInterface):
         """
         step = self.spec.step
         if step.topic is not None:
-            self._step_publisher.publish(Clock(clock=Time(nanoseconds=round(target * 1e9),
-                                                          clock_type=ClockType.ROS_TIME).to_msg()))
+            self._step_target = target
+            self.resend_step()
             return
         client = self._clients[id(step.service)]
         if not client.service_is_ready():
@@ -427,6 +443,18 @@ class RosInterface(RealTimeGymInterface):
                                 key='step.request')
         future = client.call_async(request)
         future.add_done_callback(self._check_step_answer)
+
+    def resend_step(self) -> None:
+        """
+        Executor thread, lockstep topic: (re)publish the current target.
+
+        Targets are idempotent; a request sent before the simulator's reader matched the
+        publisher (discovery is asymmetric) is lost, so the env asks again while it waits.
+        """
+        if self._step_target is not None:
+            self._step_publisher.publish(Clock(clock=Time(
+                nanoseconds=round(self._step_target * 1e9),
+                clock_type=ClockType.ROS_TIME).to_msg()))
 
     def _check_step_answer(self, future: Any) -> None:
         try:

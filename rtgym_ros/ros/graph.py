@@ -43,7 +43,8 @@ def publisher_types(node: Node, topic: str) -> set[str]:
 
 
 def describe_service(node: Node, service: str, expected_type: str) -> str:
-    """Say whether ``service`` (resolved name) is offered, with which type, or what is."""
+    """Say whether ``service`` (resolved against ``node``) is offered, its type, or what is."""
+    service = node.resolve_service_name(service)
     offered = dict(node.get_service_names_and_types())
     if service in offered:
         types = offered[service]

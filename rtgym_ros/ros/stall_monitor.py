@@ -12,10 +12,12 @@ wait for a sensor by configuration).
 
 import threading
 import time
+from typing import Callable
 
 from rtgym_ros.ros.runtime import RosRuntime, RuntimeClosedError
 
 _POLL = 0.1  # s between checks while waiting
+_NUDGE = 0.5  # s without progress before the first nudge, then every 0.5 s
 
 
 class StallMonitor:
@@ -30,12 +32,14 @@ class StallMonitor:
         self.stalled_waits = 0
         """How many waits went past ``stall_timeout`` without progress."""
 
-    def wait(self, done: threading.Event, *, step_end: float) -> None:
+    def wait(self, done: threading.Event, *, step_end: float,
+             nudge: Callable[[], None] | None = None) -> None:
         """
         Block until ``done``; raise RuntimeClosedError if the runtime closes or dies.
 
         ``step_end`` is the time-step's end on the env clock: on wall time a wait is checked
-        from then on (a long time-step is no stall).
+        from then on (a long time-step is no stall). ``nudge`` is called every half second
+        without progress (lockstep: ask the simulator again).
         """
         runtime = self._runtime
         last_clock = runtime.now()
@@ -53,6 +57,8 @@ class StallMonitor:
                 last_clock, progress, reported = clock, time.monotonic(), False
                 continue
             waited = time.monotonic() - progress
+            if nudge is not None and waited >= _NUDGE and int(waited / _POLL) % 5 == 0:
+                nudge()
             if waited > self._stall_timeout and not reported:
                 reported = True
                 self.stalled_waits += 1
