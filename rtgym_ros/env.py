@@ -25,13 +25,14 @@ from rtgym_ros.core.schedule import ElasticSchedule, StepOutcome, StepStart
 from rtgym_ros.core.time_step import TimeStepRunner
 from rtgym_ros.core.timing import make_benchmark
 from rtgym_ros.core.watchdog import Watchdog
-from rtgym_ros.ros.deadline import DeadlineTimer
+from rtgym_ros.ros.deadline import ClockDeadline, DeadlineTimer
 from rtgym_ros.ros.deferred_log import DeferredLog
-from rtgym_ros.ros.runtime import RosRuntime
+from rtgym_ros.ros.runtime import RosRuntime, RuntimeClosedError
 from rtgym_ros.ros.stall_monitor import StallMonitor
 
 _CLOSE_TIMEOUT = 1.0  # seconds: bound on each teardown wait, so close() never hangs
 _SAFE_ACTION_BOUND = 0.25  # s close() gives a busy executor thread before stopping the robot
+_LOCKSTEP_INLINE_WAIT = 0.05  # wall s the executor thread waits for /clock itself (lockstep)
 
 
 class BenchmarkDisabledError(RuntimeError, AssertionError):
@@ -107,7 +108,13 @@ class RealTimeEnv(gymnasium.Env):
         self.interface_action_space = interface.get_action_space()
         self.interface_observation_space = interface.get_observation_space()
         self._log = DeferredLog(node)
-        self._timer = DeadlineTimer(node, lead=cfg.timer_lead)
+        lockstep = getattr(interface, 'lockstep', False)
+        if lockstep:
+            self._timer = ClockDeadline(now=self._runtime.now, post=self._post_quietly,
+                                        inline_wait=_LOCKSTEP_INLINE_WAIT)
+            self._runtime.add_clock_listener(self._timer.on_clock)
+        else:
+            self._timer = DeadlineTimer(node, lead=cfg.timer_lead)
         self._watchdog = Watchdog(self._on_stall, name=f'rtgym_ros:{cfg.node_name}_watchdog')
         self._runner = TimeStepRunner(
             schedule=self._schedule, timer=self._timer,
@@ -115,12 +122,19 @@ class RealTimeEnv(gymnasium.Env):
             on_start=self._on_step_start, on_error=self._stop_robot,
             on_complete=self._arm_watchdog, bench=self.bench if self.benchmark else None,
             handover_wait=self._handover_wait(),
-            advance=interface.advance_to if getattr(interface, 'lockstep', False) else None)
+            advance=interface.advance_to if lockstep else None)
         self._jump_handle = node.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1),
                           on_clock_change=False),
             post_callback=self._on_clock_jump)
         return interface
+
+    def _post_quietly(self, function: Callable[..., Any], *args: Any) -> None:
+        """Io thread: run ``function(*args)`` on the executor thread; nothing once closed."""
+        try:
+            self._runtime.post(function, *args)
+        except RuntimeClosedError:
+            pass
 
     def _handover_wait(self) -> float:
         """
