@@ -121,7 +121,7 @@ class RealTimeEnv(gymnasium.Env):
             send_control=self._send_control, capture=self._capture,
             on_start=self._on_step_start, on_error=self._stop_robot,
             on_complete=self._arm_watchdog, bench=self.bench if self.benchmark else None,
-            handover_wait=self._handover_wait(),
+            handover_wait=self._handover_wait(lockstep=lockstep),
             advance=interface.advance_to if lockstep else None)
         self._jump_handle = node.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1),
@@ -136,13 +136,16 @@ class RealTimeEnv(gymnasium.Env):
         except RuntimeClosedError:
             pass
 
-    def _handover_wait(self) -> float:
+    def _handover_wait(self, *, lockstep: bool) -> float:
         """
         How long the executor thread waits for the next action itself after t_end.
 
-        As long as the step may still start on time; never under sim time, where the step's
-        timers must see the /clock the io thread sets.
+        As long as the step may still start on time. In lockstep, where the agent's time is
+        free, as long as it waits for ``/clock`` itself. Never under a free-running sim time,
+        whose T is no wall time.
         """
+        if lockstep:
+            return _LOCKSTEP_INLINE_WAIT
         if self.config.use_sim_time:
             return 0.0
         cfg = self.config
