@@ -284,10 +284,11 @@ class Lockstep(SimTime):
     A target is a sim time (rosgraph_msgs/Clock). The ``step_until`` callback itself runs the
     physics to it, as fast as the CPU allows, on the executor thread that also takes the
     commands: those that arrived before the request apply to it (arrival order), and no
-    hand-over to another thread delays it. At the target JointState and /clock go out stamped
-    with the time reached. A target not ahead of the time is ignored, so a repeated request is
-    harmless. A thread says the time again while no request comes, for nodes that came late
-    (/clock is volatile).
+    hand-over to another thread delays it. On the way JointState goes out at its rate; at the
+    target, JointState stamped with the time reached (unless the rate sample is of that very
+    time) and then /clock; no /clock in between (``clock_rate`` is for ``publish_clock``). A
+    target not ahead of the time is ignored, so a repeated request is harmless. A thread says
+    the time again while no request comes, for nodes that came late (/clock is volatile).
     """
 
     def __init__(self, node: Node, physics: Physics, *, clock_rate: float, reset_time: bool,
@@ -329,12 +330,13 @@ class Lockstep(SimTime):
                     return  # reached, or a repeated or past target: ignored
                 # In chunks, so that the idle thread and stop() never wait long for the lock.
                 for _ in range(_CHUNK):
-                    self._step(out)
+                    physics.step(out)
                     if physics.t >= target:
                         break
                 reached = physics.t >= target
                 if reached:
-                    physics.sample_now(out)
+                    if physics.last_sample != physics.t:
+                        physics.sample_now(out)
                     out.append((self._clock_pub, Clock(clock=Time(nanoseconds=physics.t)
                                                        .to_msg())))
             publish(out)
