@@ -58,11 +58,11 @@ ROS_ROWS = {
     'mujoco_sim inverted_pendulum lockstep': {
         'module': 'rtgym_ros.nodes.mujoco_sim',
         'params': 'config/mujoco_sim/inverted_pendulum.yaml',
-        'sim_args': ['stepping:=lockstep', 'publish_clock:=true'],
+        'sim_args': ['stepping:=lockstep'],
         'robot': 'config/robots/mujoco_inverted_pendulum.yaml'},
     'mujoco_sim half_cheetah lockstep': {
         'module': 'rtgym_ros.nodes.mujoco_sim', 'params': 'config/mujoco_sim/half_cheetah.yaml',
-        'sim_args': ['stepping:=lockstep', 'publish_clock:=true'],
+        'sim_args': ['stepping:=lockstep'],
         'robot': 'config/robots/mujoco_half_cheetah.yaml'},
 }
 
