@@ -180,7 +180,7 @@ class ServiceCaller:
             future.add_done_callback(lambda _: done.set())
             remaining = deadline - time.monotonic()
             wait = min(RETRY_PERIOD, remaining) if spec.retry else remaining
-            if self.wait_until(done.is_set, max(0.0, wait), event=done):
+            if self.wait_until(done.is_set, max(0.0, wait)):
                 break
             client.remove_pending_request(future)
             if not spec.retry or remaining <= RETRY_PERIOD:
@@ -191,14 +191,8 @@ class ServiceCaller:
         check_response(spec, response, key=key, service=client.srv_name)
         return response
 
-    def wait_until(self, ready: Callable[[], bool], timeout: float, *,
-                   event: threading.Event | None = None) -> bool:
-        """
-        Poll ``ready`` for at most ``timeout`` s; give up at once when aborted.
-
-        :param event: set when ``ready`` turns true: waited on between polls, so that the
-            wait ends when it is set, not at the next poll (an answer, in a lockstep reset).
-        """
+    def wait_until(self, ready: Callable[[], bool], timeout: float) -> bool:
+        """Poll ``ready`` for at most ``timeout`` s; give up at once when aborted."""
         deadline = time.monotonic() + timeout
         while not ready():
             if self.aborted.is_set():
@@ -206,10 +200,7 @@ class ServiceCaller:
             remaining = deadline - time.monotonic()
             if remaining <= 0.0:
                 return False
-            if event is None:
-                time.sleep(min(_POLL, remaining))
-            else:
-                event.wait(min(_POLL, remaining))
+            time.sleep(min(_POLL, remaining))
         return True
 
 
