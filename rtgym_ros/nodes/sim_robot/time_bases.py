@@ -313,10 +313,15 @@ class Lockstep(SimTime):
         self._announce()
 
     def _announce(self) -> None:
-        """Publish JointState and /clock at the current time (lock held)."""
-        out: Outbox = []
+        """
+        Publish /clock, then JointState, at the current time (lock held).
+
+        /clock first: an env clears what it received when its clock goes back (a reset with
+        ``reset_time``), so a state that came before the rewound clock would be dropped.
+        """
+        t = Clock(clock=Time(nanoseconds=self._physics.t).to_msg())
+        out: Outbox = [(self._clock_pub, t)]
         self._physics.sample_now(out)
-        out.append((self._clock_pub, Clock(clock=Time(nanoseconds=self._physics.t).to_msg())))
         publish(out)
 
     def _on_step_until(self, msg: Clock) -> None:
