@@ -26,14 +26,15 @@ from rtgym_ros.core.schedule import ElasticSchedule, StepOutcome, StepStart
 from rtgym_ros.core.time_step import TimeStepRunner
 from rtgym_ros.core.timing import make_benchmark
 from rtgym_ros.core.watchdog import Watchdog
-from rtgym_ros.ros.deadline import DeadlineTimer
+from rtgym_ros.ros.deadline import ClockDeadline, DeadlineTimer
 from rtgym_ros.ros.deferred_log import DeferredLog
-from rtgym_ros.ros.runtime import RosRuntime
+from rtgym_ros.ros.runtime import RosRuntime, RuntimeClosedError
 from rtgym_ros.ros.stall_monitor import StallMonitor
 from rtgym_ros.safe_stop import SafeStop
 
 _CLOSE_TIMEOUT = 1.0  # seconds: bound on each teardown wait, so close() never hangs
 _SAFE_ACTION_BOUND = 0.25  # s close() gives a busy executor thread before stopping the robot
+_LOCKSTEP_INLINE_WAIT = 0.05  # wall s the executor thread waits for /clock itself (lockstep)
 
 
 class BenchmarkDisabledError(RuntimeError, AssertionError):
@@ -123,7 +124,13 @@ class RealTimeEnv(gymnasium.Env):
         self.interface_action_space = interface.get_action_space()
         self.interface_observation_space = interface.get_observation_space()
         self._log = DeferredLog(node)
-        self._timer = DeadlineTimer(node, lead=cfg.timer_lead)
+        lockstep = getattr(interface, 'lockstep', False)
+        if lockstep:
+            self._timer = ClockDeadline(now=self._runtime.now, post=self._post_quietly,
+                                        inline_wait=_LOCKSTEP_INLINE_WAIT)
+            self._runtime.add_clock_listener(self._timer.on_clock)
+        else:
+            self._timer = DeadlineTimer(node, lead=cfg.timer_lead)
         self._watchdog = Watchdog(self._on_stall,
                                   name=f'rtgym_ros:{self._runtime.node_name}_watchdog')
         self._runner = TimeStepRunner(
@@ -131,21 +138,31 @@ class RealTimeEnv(gymnasium.Env):
             send_control=self._send_control, capture=self._capture,
             on_start=self._on_step_start, on_error=self._stop_robot,
             on_complete=self._arm_watchdog, bench=self.bench if self.benchmark else None,
-            handover_wait=self._handover_wait(),
-            advance=interface.advance_to if getattr(interface, 'lockstep', False) else None)
+            handover_wait=self._handover_wait(lockstep=lockstep),
+            advance=interface.advance_to if lockstep else None)
         self._jump_handle = node.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1),
                           on_clock_change=False),
             post_callback=self._on_clock_jump)
         return interface
 
-    def _handover_wait(self) -> float:
+    def _post_quietly(self, function: Callable[..., Any], *args: Any) -> None:
+        """Io thread: run ``function(*args)`` on the executor thread; nothing once closed."""
+        try:
+            self._runtime.post(function, *args)
+        except RuntimeClosedError:
+            pass
+
+    def _handover_wait(self, *, lockstep: bool) -> float:
         """
         How long the executor thread waits for the next action itself after t_end.
 
-        As long as the step may still start on time; never under sim time, where the step's
-        timers must see the /clock the io thread sets.
+        As long as the step may still start on time. In lockstep, where the agent's time is
+        free, as long as it waits for ``/clock`` itself. Never under a free-running sim time,
+        whose T is no wall time.
         """
+        if lockstep:
+            return _LOCKSTEP_INLINE_WAIT
         if self.config.use_sim_time:
             return 0.0
         cfg = self.config

@@ -7,7 +7,8 @@ user's thread, which is waiting in ``step()``. An exception in any of these is k
 user's thread to re-raise, and the robot is sent its safe action.
 
 Lockstep: right after the action is sent, the paused simulator is asked to advance to ``t_co``
-(``advance``), and after the capture to ``t_end``; the same deadlines then wait for its clock.
+(``advance``), and after the capture to ``t_end``; the deadlines then wait for its clock
+(``rtgym_ros.ros.deadline.ClockDeadline``: on the executor thread itself while it comes soon).
 
 Hand-over: right after a time-step completes, the executor thread itself waits a short while
 for the next action (a plain event, tens of microseconds) instead of going back to the

@@ -1,5 +1,5 @@
 """
-A one-shot ROS timer that fires a callback at an absolute time on the node's clock.
+One-shot deadlines on the node's clock: a ROS timer, and the lockstep wait for ``/clock``.
 
 Timers are what make the schedule follow ``/clock``: under ``use_sim_time`` a paused simulator
 stops them and a fast one speeds them up. On wall time a Python executor wakes a timer a few
@@ -7,6 +7,7 @@ hundred microseconds late, which is more than rtgym's plain ``time.sleep``; so o
 timer is armed ``lead`` seconds early and the last stretch is slept on the executor thread.
 """
 
+import threading
 import time
 from typing import Callable
 
@@ -93,3 +94,106 @@ class DeadlineTimer:
         self._target = None
         self._callback = None
         callback()
+
+
+class ClockDeadline:
+    """
+    Lockstep: call one callback once the simulator's ``/clock`` reaches a target; no ROS timer.
+
+    The thread that takes ``/clock`` (the io thread, :meth:`RosRuntime.add_clock_listener`)
+    calls :meth:`on_clock` each time it sets the clock. The executor thread that arms a
+    deadline first waits for it there, up to ``inline_wait`` wall seconds: a simulator that
+    answers within that costs a condition variable, not a wake-up of the executor. Past it,
+    :meth:`on_clock` posts the callback to the executor when the clock gets there.
+
+    A ROS timer is armed with a period from a time read just before; if ``/clock`` reaches the
+    target in between, the timer waits one period more, for a clock that a paused simulator
+    never moves again.
+    """
+
+    def __init__(self, *, now: Callable[[], float], post: Callable[..., None],
+                 inline_wait: float) -> None:
+        self._now = now
+        self._post = post
+        self._inline_wait = inline_wait
+        self._changed = threading.Condition()
+        self._target: float | None = None
+        self._callback: Callable[[], None] | None = None
+        self._generation = 0  # which arm() a posted callback belongs to
+        self._posted = -1
+        self._waiting = False
+
+    @property
+    def armed(self) -> bool:
+        return self._target is not None
+
+    @property
+    def target(self) -> float | None:
+        return self._target
+
+    def now(self) -> float:
+        return self._now()
+
+    def arm(self, target: float, callback: Callable[[], None]) -> None:
+        """
+        Call ``callback`` once the clock reaches ``target``; now if it already has.
+
+        Executor thread. Blocks it for up to ``inline_wait``; re-arming replaces the deadline.
+        """
+        with self._changed:
+            self._generation += 1
+            self._target, self._callback = target, callback
+            self._waiting = True
+            try:
+                reached = self._changed.wait_for(self._reached, timeout=self._inline_wait)
+            finally:
+                self._waiting = False
+            if not reached:
+                return  # on_clock() posts it
+            callback = self._take()
+        callback()
+
+    def retarget(self, target: float) -> None:
+        """Move the pending deadline (after a clock jump) without changing its callback."""
+        if self._target is not None:
+            self.arm(target, self._callback)
+
+    def cancel(self) -> None:
+        with self._changed:
+            self._generation += 1
+            self._target = None
+            self._callback = None
+            self._changed.notify_all()
+
+    def destroy(self) -> None:
+        self.cancel()
+
+    def on_clock(self) -> None:
+        """Clock thread: the clock was set; wake the waiting executor thread, or post."""
+        with self._changed:
+            if not self._reached():
+                return
+            if self._waiting:
+                self._changed.notify_all()
+                return
+            if self._posted == self._generation:
+                return
+            self._posted = generation = self._generation
+        self._post(self._fire_posted, generation)
+
+    def _reached(self) -> bool:
+        return self._target is not None and self._now() >= self._target - _SIM_TIME_SLACK
+
+    def _fire_posted(self, generation: int) -> None:
+        with self._changed:
+            if generation != self._generation or self._target is None:
+                return  # re-armed, moved or cancelled since
+            callback = self._take()
+        callback()
+
+    def _take(self) -> Callable[[], None]:
+        """Disarm and return the callback (lock held)."""
+        callback = self._callback
+        self._target = None
+        self._callback = None
+        return callback

@@ -144,6 +144,10 @@ class RosRuntime:
         self._clock_source.ros_time_is_active = True
         self._clock_source.attach_clock(self.node.get_clock())
 
+    def add_clock_listener(self, listener: Callable[[], None]) -> None:
+        """Under sim time, call ``listener()`` on the io thread after each /clock is set."""
+        self._clock_source.listeners.append(listener)
+
     @property
     def io_node(self) -> Node:
         """Return the node for subscriptions and service clients, spun by its own thread."""
@@ -352,13 +356,16 @@ def _domain_id(domain_id: int | None) -> int | None:
 
 
 class _ClockSource(TimeSource):
-    """rclpy's TimeSource, which also says when the first /clock message came."""
+    """rclpy's TimeSource, which also says when the first /clock message came, and to whom."""
 
     def __init__(self, *, node: Node) -> None:
         self.heard = threading.Event()
+        self.listeners: list[Callable[[], None]] = []
         super().__init__(node=node)
 
     def clock_callback(self, msg: Any) -> None:
         if not self.heard.is_set():
             self.heard.set()
         super().clock_callback(msg)
+        for listener in self.listeners:
+            listener()

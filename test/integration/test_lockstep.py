@@ -86,6 +86,25 @@ def test_lockstep_capture_within_the_step(lockstep_sim):
     assert result['elapsed'] == pytest.approx(20 * T, abs=1e-6)
 
 
+def test_every_reset_that_rewinds_the_clock_observes_the_new_state(lockstep_sim):
+    # reset_time: each reset sets the clock back to 0; the state must survive the clock jump.
+    sim = lockstep_sim()
+    env = gym.make('rtgym_ros/ros-v1', robot_config=ROBOT, namespace=sim.ns, ep_max_length=5,
+                   disable_env_checker=True, **LOCKSTEP)
+    try:
+        for episode in range(4):
+            obs, info = env.reset()
+            assert 'missing' not in info and info['stale'] == [], (episode, info)
+            assert np.allclose(obs['joints'], [3.0, 0.0]), (episode, obs)
+            assert env.unwrapped.now() == 0.0
+            for _ in range(5):
+                *_, terminated, truncated, _ = env.step(act(0.0))
+                if terminated or truncated:
+                    break
+    finally:
+        env.close()
+
+
 def test_a_simulator_that_does_not_advance_is_an_error(lockstep_sim):
     sim = lockstep_sim()
     env = gym.make('rtgym_ros/ros-v1', robot_config=ROBOT, namespace=sim.ns,

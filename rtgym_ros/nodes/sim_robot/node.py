@@ -58,6 +58,8 @@ class Physics:
         self._zero = np.zeros(model.command_size)
         self._command = self._zero
         self._command_time: Optional[int] = None
+        self.last_sample: Optional[int] = None
+        """``t`` of the last sample taken (delayed or dropped by faults or not)."""
 
     def step(self, out: Outbox) -> None:
         """Advance by dt; append the JointState messages now due to ``out``."""
@@ -93,12 +95,14 @@ class Physics:
         self._command_time = None
 
     def sample_now(self, out: Outbox) -> None:
-        """Measure the state now, whatever the sensor rate (lockstep: at every target)."""
+        """Measure the state now, whatever the rate; the next rate sample is one period on."""
         self._sample(self.t)
+        self._next_sample = self.t + self._sensor_period_ns
         out.extend((self._joint_pub, msg) for msg in self.faults.due_measurements(self.t))
 
     def _sample(self, t: int) -> None:
         """Measure the state at ``t`` and queue the JointState behind the sensor delay."""
+        self.last_sample = t
         measured = self.faults.measure(self.model.position(), self.model.velocity())
         if measured is None:
             return

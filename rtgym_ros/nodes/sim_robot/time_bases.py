@@ -10,6 +10,8 @@ What advances the ``sim_robot`` physics, and against which clock.
   physics by exactly ``1/physics_rate`` per step, publishes rosgraph_msgs/Clock on /clock at
   ``clock_rate`` (sim Hz) and paces itself to ``real_time_factor`` times wall time (0: as fast
   as possible). Time starts at 0; pause freezes it.
+* :class:`Lockstep` (``stepping: lockstep``): the node owns the clock, paused at 0; the
+  ``step_until`` callback runs the physics to each target asked, then publishes at once.
 """
 
 import threading
@@ -30,6 +32,8 @@ Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
 MAX_LAG_S = 0.1
 # Physics steps done per lock hold, so callbacks never wait long for the loop.
 _CHUNK = 20
+# Lockstep: wall seconds without a step request after which /clock is said again.
+_IDLE_ANNOUNCE = 0.1
 
 
 def to_ns(seconds: float) -> int:
@@ -291,10 +295,14 @@ class Lockstep(SimTime):
     """
     Own the clock, paused: advance only to the targets asked on ``step_until`` (lockstep).
 
-    A target is a sim time (rosgraph_msgs/Clock); the physics runs to it as fast as the CPU
-    allows, then JointState and /clock go out stamped with the time reached, and it waits. A
-    target not ahead of the time is ignored, so a repeated request is harmless. Commands that
-    arrived before the request apply to it (one thread takes both, in arrival order).
+    A target is a sim time (rosgraph_msgs/Clock). The ``step_until`` callback itself runs the
+    physics to it, as fast as the CPU allows, on the executor thread that also takes the
+    commands: those that arrived before the request apply to it (arrival order), and no
+    hand-over to another thread delays it. On the way JointState goes out at its rate; at the
+    target, JointState stamped with the time reached (unless the rate sample is of that very
+    time) and then /clock; no /clock in between (``clock_rate`` is for ``publish_clock``). A
+    target not ahead of the time is ignored, so a repeated request is harmless. A thread says
+    the time again while no request comes, for nodes that came late (/clock is volatile).
     """
 
     def __init__(self, node: Node, physics: Physics, *, clock_rate: float, reset_time: bool,
@@ -302,46 +310,63 @@ class Lockstep(SimTime):
         """Start paused at 0; take targets on ``step_topic``."""
         super().__init__(node, physics, clock_rate=clock_rate, reset_time=reset_time,
                          guard=guard)
-        self._target = 0
-        self._announce = True  # publish state and /clock at the current time
+        self._last_request = 0.0  # time.monotonic() of the last step_until
         node.create_subscription(Clock, step_topic, guard(self._on_step_until),
                                  QoSProfile(depth=10))
 
-    def _on_step_until(self, msg: Clock) -> None:
-        target = Time.from_msg(msg.clock).nanoseconds
-        with self._physics.lock:
-            self._target = max(self._target, target)
-        self._wake.set()
+    def start(self) -> None:
+        """Announce the state and /clock at the start time, then start the idle thread."""
+        if self._thread is None:
+            with self._physics.lock:
+                self._announce()
+            super().start()
 
     def reset(self) -> None:
         """Reset as SimTime does, stay paused there, and announce the new state (lock held)."""
         super().reset()
-        self._target = self._physics.t
-        self._announce = True
-        self._wake.set()
+        self._announce()
 
-    def _run_sim_loop(self) -> None:
+    def _announce(self) -> None:
+        """
+        Publish /clock, then JointState, at the current time (lock held).
+
+        /clock first: an env clears what it received when its clock goes back (a reset with
+        ``reset_time``), so a state that came before the rewound clock would be dropped.
+        """
+        t = Clock(clock=Time(nanoseconds=self._physics.t).to_msg())
+        out: Outbox = [(self._clock_pub, t)]
+        self._physics.sample_now(out)
+        publish(out)
+
+    def _on_step_until(self, msg: Clock) -> None:
+        target = Time.from_msg(msg.clock).nanoseconds
         physics = self._physics
+        self._last_request = time.monotonic()
         while not self._stop.is_set():
             out: Outbox = []
             with physics.lock:
-                # Advance in chunks, so commands and services never wait long for the lock.
+                if physics.t >= target:
+                    return  # reached, or a repeated or past target: ignored
+                # In chunks, so that the idle thread and stop() never wait long for the lock.
                 for _ in range(_CHUNK):
-                    if physics.t >= self._target:
+                    physics.step(out)
+                    if physics.t >= target:
                         break
-                    self._step(out)
-                    self._announce = True
-                reached = physics.t >= self._target
-                if reached and self._announce:
-                    physics.sample_now(out)
+                reached = physics.t >= target
+                if reached:
+                    if physics.last_sample != physics.t:
+                        physics.sample_now(out)
                     out.append((self._clock_pub, Clock(clock=Time(nanoseconds=physics.t)
                                                        .to_msg())))
-                    self._announce = False
-                generation = self.generation
-            self.publish_unless_reset(out, generation)
-            if reached and not self._wake.wait(0.1):
-                # Idle: say the time again for nodes that came late (/clock is volatile).
-                with physics.lock:
-                    now = physics.t
-                self._clock_pub.publish(Clock(clock=Time(nanoseconds=now).to_msg()))
-            self._wake.clear()
+            publish(out)
+            if reached:
+                return
+
+    def _run_sim_loop(self) -> None:
+        """Say the time again after 0.1 s (wall) without a request."""
+        while not self._stop.wait(_IDLE_ANNOUNCE):
+            if time.monotonic() - self._last_request < _IDLE_ANNOUNCE:
+                continue
+            with self._physics.lock:
+                now = self._physics.t
+            self._clock_pub.publish(Clock(clock=Time(nanoseconds=now).to_msg()))

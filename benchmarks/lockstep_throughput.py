@@ -1,0 +1,653 @@
+#!/usr/bin/env python3
+"""
+Lockstep throughput: env steps per wall second through topics, beside the same model in-process.
+
+Rows, run in one invocation, repetitions interleaved (medians are reported):
+
+- ``sim_robot lockstep``: ``rtgym_ros/ros-v1`` on ``config/robots/pendulum_sim.yaml`` with
+  ``stepping: lockstep`` against a ``sim_robot`` process (``stepping:=lockstep``, physics at
+  1 kHz), each in a process of its own, over DDS. A uniformly random policy; the config's
+  episodes of 500 steps, resets included in the wall time.
+- ``Pendulum in-process``: ``rtgym_ros.sim.Pendulum`` stepped directly at its physics rate for
+  the same sim time per env step (20 steps of 1 ms), its state read as the observation.
+- ``sim_robot Physics in-process``: the node's ``Physics`` (the same model, the command
+  watchdog, JointState messages built at the sensor rate and at each target, never sent).
+- ``Gymnasium Pendulum-v1 in-process``: for scale; one step is 0.05 s of its own sim time.
+- ``mujoco_sim`` rows (InvertedPendulum-v5, HalfCheetah-v5, the same way) once
+  ``rtgym_ros.nodes.mujoco_sim`` and their configs are there; skipped, with the reason, if not.
+
+``--trace`` adds one instrumented run of ``sim_robot lockstep`` and prints where the wall time
+of a step goes (timestamps at each hand-over, matched across the two processes by the step's
+target time on the shared monotonic clock) and the CPU time of each thread per step.
+
+    python3 benchmarks/lockstep_throughput.py --markdown
+    python3 benchmarks/lockstep_throughput.py --repeat 5 --trace --json results.json
+"""
+
+import argparse
+import atexit
+import bisect
+import importlib
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+from bench_support import bench_environment, Child, process_cpu  # noqa: I100
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOCKSTEP = {'use_sim_time': True, 'stepping': 'lockstep', 'step': {'topic': 'step_until'}}
+ROS_STEPS = 3000
+INPROCESS_STEPS = 20000
+WARMUP_STEPS = 100
+START_TIMEOUT = 60.0
+
+# What each row runs. A ROS row: the simulator's command line and the robot config; an
+# in-process row: a function of (steps, seed) that returns the per-step wall times.
+ROS_ROWS = {
+    'sim_robot lockstep': {
+        'module': 'rtgym_ros.nodes.sim_robot', 'params': 'config/sim_robot/pendulum.yaml',
+        'sim_args': ['stepping:=lockstep', 'reset_time:=true'],
+        'robot': 'config/robots/pendulum_sim.yaml'},
+    'mujoco_sim inverted_pendulum lockstep': {
+        'module': 'rtgym_ros.nodes.mujoco_sim',
+        'params': 'config/mujoco_sim/inverted_pendulum.yaml',
+        'sim_args': ['stepping:=lockstep'],
+        'robot': 'config/robots/mujoco_inverted_pendulum.yaml'},
+    'mujoco_sim half_cheetah lockstep': {
+        'module': 'rtgym_ros.nodes.mujoco_sim', 'params': 'config/mujoco_sim/half_cheetah.yaml',
+        'sim_args': ['stepping:=lockstep'],
+        'robot': 'config/robots/mujoco_half_cheetah.yaml'},
+}
+
+
+def _progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float('nan')
+
+
+# -- in-process rows -----------------------------------------------------------------------------
+
+def run_pendulum(steps: int, seed: int) -> dict:
+    """Step ``rtgym_ros.sim.Pendulum`` 20 x 1 ms per env step; read its state each step."""
+    from rtgym_ros.sim import Pendulum
+    model = Pendulum(max_torque=2.0)
+    rng = np.random.default_rng(seed)
+    model.reset(rng, state=[3.0, 0.0])
+    actions = rng.uniform(-2.0, 2.0, (steps, 1))
+    times = np.empty(steps)
+    for k in range(steps):
+        start = time.perf_counter()
+        for _ in range(20):
+            model.step(0.001, actions[k])
+        np.concatenate((model.position(), model.velocity())).astype(np.float32)
+        times[k] = time.perf_counter() - start
+    return {'step_times': times.tolist(), 'wall_s': float(times.sum()), 'time_step_s': 0.02}
+
+
+def run_physics(steps: int, seed: int) -> dict:
+    """Step sim_robot's ``Physics`` as its lockstep loop does, messages built but not sent."""
+    from rtgym_ros.nodes.sim_robot import faults
+    from rtgym_ros.nodes.sim_robot.node import Physics
+    from rtgym_ros.sim import Pendulum
+    model = Pendulum(max_torque=2.0)
+    rng = np.random.default_rng(seed)
+    model.reset(rng, state=[3.0, 0.0])
+    injector = faults.FaultInjector(sensor_seed=np.random.SeedSequence(1),
+                                    delay_seed=np.random.SeedSequence(2))
+    injector.configure(**dict.fromkeys(faults.OPTIONS, 0.0))
+    physics = Physics(model, injector, physics_rate=1000.0, sensor_rate=100.0, joint_pub=None)
+    physics.timeout_ns = 500_000_000
+    actions = rng.uniform(-2.0, 2.0, (steps, 1))
+    times = np.empty(steps)
+    for k in range(steps):
+        start = time.perf_counter()
+        out: list = []
+        with physics.lock:
+            physics.command(actions[k])
+            target = physics.t + 20_000_000
+            while physics.t < target:
+                physics.step(out)
+            physics.sample_now(out)
+        times[k] = time.perf_counter() - start
+    return {'step_times': times.tolist(), 'wall_s': float(times.sum()), 'time_step_s': 0.02}
+
+
+def _gymnasium_row(env_id: str) -> Callable[[int, int], dict]:
+    def run(steps: int, seed: int) -> dict:
+        import gymnasium
+        env = gymnasium.make(env_id)
+        env.action_space.seed(seed)
+        env.reset(seed=seed)
+        actions = [env.action_space.sample() for _ in range(steps)]
+        times = np.empty(steps)
+        wall_start = time.perf_counter()
+        for k in range(steps):
+            start = time.perf_counter()
+            _, _, terminated, truncated, _ = env.step(actions[k])
+            times[k] = time.perf_counter() - start
+            if terminated or truncated:
+                env.reset()
+        wall = time.perf_counter() - wall_start
+        time_step = float(env.unwrapped.dt)
+        env.close()
+        return {'step_times': times.tolist(), 'wall_s': wall, 'time_step_s': time_step}
+    return run
+
+
+INPROCESS_ROWS: dict[str, tuple[Callable[[int, int], dict], str | None]] = {
+    'Pendulum in-process': (run_pendulum, None),
+    'sim_robot Physics in-process': (run_physics, None),
+    'Gymnasium Pendulum-v1 in-process': (_gymnasium_row('Pendulum-v1'), None),
+    'Gymnasium InvertedPendulum-v5 in-process': (_gymnasium_row('InvertedPendulum-v5'),
+                                                 'mujoco'),
+    'Gymnasium HalfCheetah-v5 in-process': (_gymnasium_row('HalfCheetah-v5'), 'mujoco'),
+}
+
+
+def skip_reason(name: str) -> str | None:
+    """Say why a row cannot run on this machine and branch; None if it can."""
+    if name in ROS_ROWS:
+        row = ROS_ROWS[name]
+        try:
+            importlib.import_module(row['module'])
+        except ImportError as error:
+            return f'{row["module"]} does not import here ({error})'
+        for key in ('params', 'robot'):
+            if not os.path.exists(os.path.join(REPO, row[key])):
+                return f'{row[key]} is missing'
+        return None
+    needs = INPROCESS_ROWS[name][1]
+    if needs is not None and importlib.util.find_spec(needs) is None:
+        return f'{needs} is not installed'
+    return None
+
+
+# -- the env process -----------------------------------------------------------------------------
+
+def role_env(options: dict) -> int:
+    """Step ros-v1 in lockstep: warm-up, then ``steps`` timed steps; print the result."""
+    import gymnasium
+    import rtgym_ros  # noqa: F401 - registers the env ids
+    trace = _EnvTrace() if options.get('trace') else None
+    row = ROS_ROWS[options['row']]
+    env = gymnasium.make('rtgym_ros/ros-v1', robot_config=os.path.join(REPO, row['robot']),
+                         namespace=options['namespace'], disable_env_checker=True,
+                         reset_timeout=20.0, **LOCKSTEP)
+    unwrapped = env.unwrapped
+    sim_pid = options['sim_pid']
+    steps, warmup = options['steps'], WARMUP_STEPS
+    env.action_space.seed(options['seed'])
+    actions = [env.action_space.sample() for _ in range(steps + warmup)]
+    step_times = np.empty(steps)
+    reset_times = []
+    try:
+        env.reset(seed=options['seed'])
+        for k in range(warmup):
+            env.step(actions[k])
+        timeouts = unwrapped.timeouts
+        threads_before = _thread_cpu(os.getpid()), _thread_cpu(sim_pid)
+        cpu_start, sim_start = time.process_time(), process_cpu(sim_pid)
+        wall_start = time.perf_counter()
+        for k in range(steps):
+            if trace:
+                trace.step = k
+                trace.record('step_called')
+            start = time.perf_counter()
+            _, _, terminated, truncated, _ = env.step(actions[warmup + k])
+            step_times[k] = time.perf_counter() - start
+            if trace:
+                trace.record('step_returned')
+            if terminated or truncated:
+                start = time.perf_counter()
+                env.reset()
+                reset_times.append(time.perf_counter() - start)
+        wall = time.perf_counter() - wall_start
+        cpu_end, sim_end = time.process_time(), process_cpu(sim_pid)
+        threads_after = _thread_cpu(os.getpid()), _thread_cpu(sim_pid)
+        result = {
+            'step_times': step_times.tolist(), 'wall_s': wall,
+            'time_step_s': unwrapped.time_step_duration, 'resets': reset_times,
+            'timeouts': unwrapped.timeouts - timeouts, 'env_cpu_s': cpu_end - cpu_start,
+            'sim_cpu_s': None if sim_start is None or sim_end is None else sim_end - sim_start,
+            'env_threads': _thread_delta(threads_before[0], threads_after[0],
+                                         _python_threads()),
+            'sim_threads_raw': _thread_delta(threads_before[1], threads_after[1], {})}
+        if trace:
+            result['trace'] = trace.events
+    finally:
+        env.close()
+    print('RESULT ' + json.dumps(result), flush=True)
+    return 0
+
+
+def _thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
+    """CPU seconds of each thread of ``pid`` now, with the thread's name in /proc."""
+    cpu = {}
+    try:
+        tids = os.listdir(f'/proc/{pid}/task')
+    except OSError:
+        return cpu
+    for tid in tids:
+        seconds = process_cpu(pid, int(tid))
+        try:
+            with open(f'/proc/{pid}/task/{tid}/comm') as stream:
+                name = stream.read().strip()
+        except OSError:
+            continue
+        if seconds is not None:
+            cpu[int(tid)] = (name, seconds)
+    return cpu
+
+
+def _python_threads() -> dict[int, str]:
+    return {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+
+
+def _thread_delta(before: dict, after: dict, names: dict[int, str]) -> dict[str, float]:
+    """CPU seconds per thread over the window, by Python name (else 'tid comm')."""
+    delta = {}
+    for tid, (comm, seconds) in after.items():
+        name = names.get(tid, f'{tid} {comm}')
+        delta[name] = seconds - before.get(tid, (comm, 0.0))[1]
+    return delta
+
+
+# -- tracing -------------------------------------------------------------------------------------
+
+class _Recorder:
+    """Timestamps (monotonic ns, the same clock in every process) of named events."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+        self.step = -1
+
+    def record(self, name: str, key: int | None = None) -> None:
+        self.events.append((self.step, name, time.monotonic_ns(), key))
+
+
+def _key(nanoseconds: int) -> int:
+    """Match events of one target across processes: its time in µs."""
+    return round(nanoseconds / 1000)
+
+
+def _wrap(owner: Any, name: str, *, before: Callable[..., None] | None = None,
+          after: Callable[..., None] | None = None) -> None:
+    original = getattr(owner, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if before:
+            before(*args, **kwargs)
+        result = original(*args, **kwargs)
+        if after:
+            after(*args, **kwargs)
+        return result
+
+    setattr(owner, name, wrapper)
+
+
+class _EnvTrace(_Recorder):
+    """Wrap the env's hand-over points: action and step request sent, /clock, capture."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from rtgym_ros.robot import interface, slots
+        from rtgym_ros.ros import runtime
+        ros_interface = interface.RosInterface
+        # Before the publish: DDS may deliver the message before publish() returns.
+        _wrap(ros_interface, 'send_control', before=lambda *_: self.record('action_sent'))
+        _wrap(ros_interface, 'advance_to', before=lambda _, target: self.record(
+            'until_sent', _key(round(target * 1e9))))
+        _wrap(runtime._ClockSource, 'clock_callback', before=lambda _, msg: self.record(
+            'clock_received', _key(msg.clock.sec * 10**9 + msg.clock.nanosec)))
+        _wrap(slots.Slot, 'store', before=lambda _, msg: self.record(
+            'state_received', _key(msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec)))
+        _wrap(ros_interface, 'get_obs_rew_terminated_info',
+              before=lambda *_: self.record('capture_start'),
+              after=lambda *_: self.record('capture_end'))
+
+
+def role_sim_trace(ros_args: list[str]) -> int:
+    """Run sim_robot with timestamps at its hand-over points; write them on exit."""
+    from rclpy.time import Time
+    from rosgraph_msgs.msg import Clock
+    from rtgym_ros.nodes import sim_robot
+    from rtgym_ros.nodes.sim_robot import node, time_bases
+    recorder = _Recorder()
+    pending: list[int] = []
+    threads: dict[int, str] = {}
+
+    def until_received(_: Any, msg: Any) -> None:
+        key = _key(Time.from_msg(msg.clock).nanoseconds)
+        recorder.record('until_received', key)
+        pending.append(key)
+        threads.setdefault(threading.get_native_id(), threading.current_thread().name)
+
+    def physics_step(*_: Any) -> None:
+        if pending:
+            threads.setdefault(threading.get_native_id(), threading.current_thread().name)
+            recorder.record('physics_start', pending.pop())
+            pending.clear()
+
+    def clock_of(out: list) -> int | None:
+        clocks = [msg for _, msg in out if isinstance(msg, Clock)]
+        return _key(Time.from_msg(clocks[-1].clock).nanoseconds) if clocks else None
+
+    def publishing(out: list) -> None:
+        key = clock_of(out)
+        if key is not None:
+            recorder.record('physics_done', key)
+
+    def published(out: list) -> None:
+        key = clock_of(out)
+        if key is not None:
+            recorder.record('published', key)
+
+    _wrap(time_bases.Lockstep, '_on_step_until', before=until_received)
+    _wrap(node.Physics, 'step', before=physics_step)
+    _wrap(time_bases, 'publish', before=publishing, after=published)
+    _wrap(node.SimRobot, '_on_command',
+          before=lambda *_: recorder.record('command_received', 0))
+
+    def write() -> None:
+        with open(os.environ['RTGYM_TRACE_OUT'], 'w') as stream:
+            json.dump({'events': recorder.events, 'threads': {**threads, **_python_threads()}},
+                      stream)
+
+    atexit.register(write)
+    return sim_robot.main(['sim_robot', *ros_args])
+
+
+# Where one step's wall time goes, in order: (from, to, what); 'sim:' events are the sim's.
+SEGMENTS = [
+    ('step_called', 'action_sent', 'step() to action publish (user -> executor thread)'),
+    ('action_sent', 'until_sent', 'action publish to step_until publish (env)'),
+    ('until_sent', 'sim:until_received', 'step_until published, over DDS, sim callback'),
+    ('sim:until_received', 'sim:physics_start', 'sim callback to physics start (sim)'),
+    ('sim:physics_start', 'sim:physics_done', '20 physics steps + JointState built (sim)'),
+    ('sim:physics_done', 'sim:published', 'JointState + /clock published (sim)'),
+    ('sim:published', 'clock_received', '/clock over DDS, into the env io thread'),
+    ('clock_received', 'capture_start', '/clock to capture start (env executor wake-up)'),
+    ('capture_start', 'capture_end', 'capture: wait for the state, read, reward (env)'),
+    ('capture_end', 'step_returned', 'capture to step() returning (env -> user thread)'),
+]
+
+
+def summarise_trace(env_events: list, sim_events: list) -> dict:
+    """
+    Median µs of each segment of a step.
+
+    Events of the env's user and executor threads belong to the step they happen in; events
+    keyed by a target time (the sim's, and /clock and JointState on the env's io thread) to the
+    step that asked for that target last: the first such event after the step's request (a sim
+    reset sets the time back to 0, so targets repeat from one episode to the next).
+    """
+    by_step: dict[int, dict[str, int]] = {}
+    keyed: dict[tuple[str, int], list[int]] = {}
+    for step, name, t, key in env_events:
+        if key is None:
+            by_step.setdefault(step, {}).setdefault(name, t)
+        else:
+            keyed.setdefault((name, key), []).append(t)
+    for _, name, t, key in sim_events:
+        if key is not None:
+            keyed.setdefault((f'sim:{name}', key), []).append(t)
+    requests = {}
+    for step, name, t, key in env_events:
+        if name == 'until_sent' and step >= 0:
+            requests[step] = (key, t)  # the last one: the capture's target when c = T
+    spans: dict[str, list[float]] = {what: [] for _, _, what in SEGMENTS}
+    totals, state_after_clock, command_latency = [], [], []
+    for step, events in by_step.items():
+        if step < 0 or step not in requests:
+            continue
+        key, sent = requests[step]
+        stamp = dict(events, until_sent=sent)
+        for name in ('clock_received', 'state_received', 'sim:until_received',
+                     'sim:physics_start', 'sim:physics_done', 'sim:published'):
+            times = keyed.get((name, key), [])
+            index = bisect.bisect_left(times, sent)
+            if index < len(times):
+                stamp[name] = times[index]
+        for start, end, what in SEGMENTS:
+            if start in stamp and end in stamp:
+                spans[what].append((stamp[end] - stamp[start]) / 1000.0)
+        if 'step_called' in stamp and 'step_returned' in stamp:
+            totals.append((stamp['step_returned'] - stamp['step_called']) / 1000.0)
+        commands = keyed.get(('sim:command_received', 0), [])
+        index = bisect.bisect_left(commands, stamp.get('action_sent', sent))
+        if 'action_sent' in stamp and index < len(commands):
+            command_latency.append((commands[index] - stamp['action_sent']) / 1000.0)
+        if 'state_received' in stamp and 'clock_received' in stamp:
+            state_after_clock.append((stamp['state_received'] - stamp['clock_received'])
+                                     / 1000.0)
+    return {'segments_us': {what: {'p50': _percentile(v, 50), 'p90': _percentile(v, 90),
+                                   'n': len(v)} for what, v in spans.items()},
+            'total_us': {'p50': _percentile(totals, 50), 'p90': _percentile(totals, 90)},
+            'state_after_clock_us': {'p50': _percentile(state_after_clock, 50),
+                                     'p90': _percentile(state_after_clock, 90)},
+            'command_latency_us': {'p50': _percentile(command_latency, 50),
+                                   'p90': _percentile(command_latency, 90)}}
+
+
+# -- driver --------------------------------------------------------------------------------------
+
+def run_ros_row(name: str, args: argparse.Namespace, env: dict, seed: int, *,
+                trace: bool = False) -> dict:
+    """Start the simulator and an env process; step; return the env's result."""
+    row = ROS_ROWS[name]
+    namespace = f'/lockstep_bench_{os.getpid()}_{seed}{"_trace" if trace else ""}'
+    ros_args = ['--ros-args', '--params-file', os.path.join(REPO, row['params']),
+                '-r', f'__ns:={namespace}']
+    for arg in row['sim_args']:
+        ros_args += ['-p', arg]
+    sim_env = dict(env)
+    trace_file = None
+    if trace:
+        trace_file = tempfile.NamedTemporaryFile(suffix='.json', delete=False).name
+        sim_env['RTGYM_TRACE_OUT'] = trace_file
+        command = [sys.executable, os.path.abspath(__file__), '--role', 'sim-trace', '--',
+                   *ros_args]
+    else:
+        command = [sys.executable, '-m', row['module'], *ros_args]
+    sim = Child(f'sim {name}', command, env=sim_env)
+    env_child = None
+    try:
+        options = {'row': name, 'namespace': namespace, 'steps': args.steps, 'seed': seed,
+                   'sim_pid': sim.proc.pid, 'trace': trace}
+        env_child = Child(f'env {name}', [sys.executable, os.path.abspath(__file__), '--role',
+                                          'env', '--options', json.dumps(options)], env=env)
+        env_child.wait(START_TIMEOUT + args.steps / 50.0)
+        lines = [line for line in env_child.stdout if line.startswith('RESULT ')]
+        if not lines:
+            raise RuntimeError(f'env exited {env_child.proc.returncode} without a result: '
+                               + ' | '.join(env_child.stderr[-8:]))
+        result = json.loads(lines[-1][len('RESULT '):])
+    finally:
+        if env_child is not None:
+            env_child.stop()
+        sim.stop()
+    if trace_file:
+        with open(trace_file) as stream:
+            sim_trace = json.load(stream)
+        os.unlink(trace_file)
+        names = {int(tid): name for tid, name in sim_trace['threads'].items()}
+        result['trace_summary'] = summarise_trace(result.pop('trace'), sim_trace['events'])
+    else:
+        names = {}
+    raw = result.pop('sim_threads_raw')
+    result['sim_threads'] = {names.get(int(key.split()[0]), key): value
+                             for key, value in raw.items()}
+    return result
+
+
+def summarise(name: str, runs: list[dict], failed: list[str]) -> dict:
+    """Medians over the repetitions of each figure of a row; the failed runs counted."""
+    def median(values: list) -> float:
+        values = [v for v in values if v is not None]
+        return statistics.median(values) if values else float('nan')
+
+    if not runs:
+        return {'row': name, 'runs': 0, 'failed': failed}
+    steps_per_s = [len(r['step_times']) / r['wall_s'] for r in runs]
+    time_step = runs[0]['time_step_s']
+    summary = {
+        'row': name, 'runs': len(runs), 'failed': failed, 'time_step_s': time_step,
+        'steps_per_s': median(steps_per_s), 'steps_per_s_all': steps_per_s,
+        'real_time_factor': median(steps_per_s) * time_step,
+        'mean_step_ms': median([1e3 * float(np.mean(r['step_times'])) for r in runs]),
+        'p99_step_ms': median([1e3 * _percentile(r['step_times'], 99) for r in runs]),
+        'load_before': [r['load_before'] for r in runs]}
+    if 'env_cpu_s' in runs[0]:
+        count = [len(r['step_times']) for r in runs]
+        summary.update(
+            env_cpu_us=median([1e6 * r['env_cpu_s'] / n for r, n in zip(runs, count)]),
+            sim_cpu_us=median([None if r['sim_cpu_s'] is None else 1e6 * r['sim_cpu_s'] / n
+                               for r, n in zip(runs, count)]),
+            timeouts=sum(r['timeouts'] for r in runs),
+            reset_ms=median([1e3 * float(np.mean(r['resets'])) if r['resets'] else None
+                             for r in runs]))
+    return summary
+
+
+def _table(header: list[str], rows: list[list[str]], markdown: bool) -> str:
+    if markdown:
+        lines = ['| ' + ' | '.join(header) + ' |',
+                 '|---|' + '|'.join(['---:'] * (len(header) - 1)) + '|']
+        return '\n'.join(lines + ['| ' + ' | '.join(row) + ' |' for row in rows])
+    table = [header] + rows
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    return '\n'.join('  '.join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
+                     for row in table)
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return '–' if value is None or value != value else format(value, spec)
+
+
+def format_rows(summaries: list[dict], markdown: bool) -> str:
+    header = ['row', 'T (s)', 'steps/s', 'real-time factor', 'env CPU/step (µs)',
+              'sim CPU/step (µs)', 'mean step (ms)', 'p99 step (ms)', 'reset (ms)',
+              'time-outs', 'failed runs']
+    rows = []
+    for s in summaries:
+        if not s['runs']:
+            rows.append([s['row']] + ['–'] * 9 + [str(len(s['failed']))])
+            continue
+        rows.append([s['row'], f"{s['time_step_s']:g}", _fmt(s['steps_per_s'], '.0f'),
+                     _fmt(s['real_time_factor'], '.1f'), _fmt(s.get('env_cpu_us'), '.0f'),
+                     _fmt(s.get('sim_cpu_us'), '.0f'), _fmt(s['mean_step_ms'], '.3f'),
+                     _fmt(s['p99_step_ms'], '.3f'), _fmt(s.get('reset_ms'), '.1f'),
+                     str(s.get('timeouts', '–')), str(len(s['failed']))])
+    return _table(header, rows, markdown)
+
+
+def format_trace(result: dict, markdown: bool) -> str:
+    trace = result['trace_summary']
+    rows = [[what, _fmt(v['p50'], '.0f'), _fmt(v['p90'], '.0f')]
+            for what, v in trace['segments_us'].items()]
+    rows.append(['step() total', _fmt(trace['total_us']['p50'], '.0f'),
+                 _fmt(trace['total_us']['p90'], '.0f')])
+    rows.append(['(JointState received after /clock, env io thread)',
+                 _fmt(trace['state_after_clock_us']['p50'], '.0f'),
+                 _fmt(trace['state_after_clock_us']['p90'], '.0f')])
+    rows.append(['(action publish to command received in the sim)',
+                 _fmt(trace['command_latency_us']['p50'], '.0f'),
+                 _fmt(trace['command_latency_us']['p90'], '.0f')])
+    steps = len(result['step_times'])
+    threads = []
+    for process in ('env', 'sim'):
+        for name, seconds in sorted(result[f'{process}_threads'].items(),
+                                    key=lambda item: -item[1]):
+            if seconds * 1e6 / steps >= 5.0:
+                threads.append([f'{process}: {name}', f'{seconds * 1e6 / steps:.0f}'])
+    speed = len(result['step_times']) / result['wall_s']
+    return '\n\n'.join([
+        f'traced run (instrumented: {speed:.0f} steps/s)',
+        _table(['segment of one step', 'p50 (µs)', 'p90 (µs)'], rows, markdown),
+        _table(['thread', 'CPU per step (µs)'], threads, markdown)])
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--rows', nargs='+', choices=list(ROS_ROWS) + list(INPROCESS_ROWS),
+                        default=list(ROS_ROWS) + list(INPROCESS_ROWS))
+    parser.add_argument('--steps', type=int, default=ROS_STEPS,
+                        help=f'timed env steps per ROS run ({ROS_STEPS})')
+    parser.add_argument('--inprocess-steps', type=int, default=INPROCESS_STEPS)
+    parser.add_argument('--repeat', type=int, default=3, help='runs of each row (medians)')
+    parser.add_argument('--trace', action='store_true',
+                        help='one more, instrumented sim_robot run: where a step goes')
+    parser.add_argument('--json', help='write every figure there')
+    parser.add_argument('--markdown', action='store_true')
+    parser.add_argument('--role', choices=('env', 'sim-trace'), help=argparse.SUPPRESS)
+    parser.add_argument('--options', help=argparse.SUPPRESS)
+    parser.add_argument('ros_args', nargs='*', help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    if args.role == 'env':
+        return role_env(json.loads(args.options))
+    if args.role == 'sim-trace':
+        return role_sim_trace(args.ros_args)
+    env = bench_environment()
+    os.environ.update(env)  # the in-process rows import rtgym_ros from this checkout too
+    rows = []
+    for name in args.rows:
+        reason = skip_reason(name)
+        if reason:
+            _progress(f'skipping {name}: {reason}')
+        else:
+            rows.append(name)
+    if os.getloadavg()[0] > 0.5:
+        _progress(f'warning: load average {os.getloadavg()[0]:.2f}: the figures will be noisy')
+    runs: dict[str, list[dict]] = {name: [] for name in rows}
+    failed: dict[str, list[str]] = {name: [] for name in rows}
+    for repetition in range(args.repeat):
+        for name in rows:
+            load = os.getloadavg()[0]
+            if name in ROS_ROWS:
+                try:
+                    result = run_ros_row(name, args, env, seed=repetition)
+                except (RuntimeError, TimeoutError) as error:
+                    failed[name].append(str(error))
+                    _progress(f'[{repetition + 1}/{args.repeat}] {name}: failed: {error}')
+                    continue
+            else:
+                result = INPROCESS_ROWS[name][0](args.inprocess_steps, repetition)
+            result['load_before'] = load
+            runs[name].append(result)
+            speed = len(result['step_times']) / result['wall_s']
+            _progress(f'[{repetition + 1}/{args.repeat}] {name}: {speed:.0f} steps/s '
+                      f'(load {load:.2f})')
+    summaries = [summarise(name, runs[name], failed[name]) for name in rows]
+    print(format_rows(summaries, args.markdown))
+    traced = None
+    if args.trace:
+        try:
+            traced = run_ros_row('sim_robot lockstep', args, env, seed=args.repeat, trace=True)
+        except (RuntimeError, TimeoutError) as error:
+            _progress(f'the traced run failed: {error}')
+        else:
+            print()
+            print(format_trace(traced, args.markdown))
+    if args.json:
+        with open(args.json, 'w') as stream:
+            json.dump({'argv': sys.argv[1:], 'summaries': summaries, 'traced': traced,
+                       'cpus': os.cpu_count(), 'python': sys.version}, stream, indent=1)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""The lockstep deadline on a hand-set clock: inline waits, posted callbacks, no lost wake-up."""
+
+import threading
+import time
+
+from rtgym_ros.ros.deadline import ClockDeadline
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.time = 0.0
+
+    def now(self) -> float:
+        return self.time
+
+
+def make(inline_wait: float = 0.0):
+    clock, posted, fired = Clock(), [], []
+    deadline = ClockDeadline(now=clock.now, post=lambda f, *a: posted.append((f, a)),
+                             inline_wait=inline_wait)
+    return clock, deadline, posted, fired
+
+
+def run(posted: list) -> None:
+    while posted:
+        function, args = posted.pop(0)
+        function(*args)
+
+
+def test_a_target_already_reached_fires_at_once():
+    clock, deadline, posted, fired = make()
+    clock.time = 1.0
+    deadline.on_clock()  # the clock got there before anything was armed: nothing to do
+    deadline.arm(1.0 + 1e-12, lambda: fired.append(threading.get_ident()))
+    assert fired == [threading.get_ident()] and not posted and not deadline.armed
+
+
+def test_the_arming_thread_waits_for_the_clock_itself():
+    clock, deadline, posted, fired = make(inline_wait=5.0)
+
+    def simulator() -> None:
+        time.sleep(0.05)
+        clock.time = 0.02
+        deadline.on_clock()
+
+    threading.Thread(target=simulator).start()
+    start = time.monotonic()
+    deadline.arm(0.02, lambda: fired.append(threading.get_ident()))
+    assert fired == [threading.get_ident()] and not posted
+    assert time.monotonic() - start < 4.0
+
+
+def test_past_the_inline_wait_the_clock_thread_posts_the_callback_once():
+    clock, deadline, posted, fired = make(inline_wait=0.0)
+    deadline.arm(0.02, lambda: fired.append('capture'))
+    assert deadline.armed and not fired
+    clock.time = 0.01
+    deadline.on_clock()
+    assert not posted
+    clock.time = 0.02
+    deadline.on_clock()
+    deadline.on_clock()  # /clock said again: still one callback
+    assert len(posted) == 1
+    run(posted)
+    assert fired == ['capture'] and not deadline.armed
+
+
+def test_a_posted_callback_of_a_cancelled_or_moved_deadline_does_nothing():
+    clock, deadline, posted, fired = make()
+    deadline.arm(0.02, lambda: fired.append('old'))
+    clock.time = 0.02
+    deadline.on_clock()
+    deadline.cancel()
+    run(posted)
+    assert fired == []
+    clock.time = 0.0  # the simulator was reset
+    deadline.arm(0.04, lambda: fired.append('new'))
+    deadline.retarget(0.02)
+    clock.time = 0.02
+    deadline.on_clock()
+    run(posted)
+    assert fired == ['new']
