@@ -45,7 +45,9 @@ def publisher_types(node: Node, topic: str) -> set[str]:
 def describe_service(node: Node, service: str, expected_type: str) -> str:
     """Say whether ``service`` (resolved against ``node``) is offered, its type, or what is."""
     service = node.resolve_service_name(service)
-    offered = dict(node.get_service_names_and_types())
+    # A client's own request topic makes the name known: only servers offer it.
+    offered = {name: types for name, types in node.get_service_names_and_types()
+               if node.count_services(name) > 0}
     if service in offered:
         types = offered[service]
         if expected_type in types:
