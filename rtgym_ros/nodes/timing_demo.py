@@ -115,9 +115,10 @@ def main(args: list[str] | None = None) -> int:
     # Imported here: step_timing imports this module into rtgym's processes, which load no rclpy.
     from rclpy.utilities import remove_ros_args
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument('--rate', type=float, default=100.0, help='time-steps per second')
-    parser.add_argument('--steps', type=int, default=1000)
+    parser.add_argument('--steps', type=int, default=1000, help='time-steps to run')
     parser.add_argument('--load', choices=LOADS, default='sleep',
                         help='what the agent does for half a step between steps')
     options = parser.parse_args(remove_ros_args(sys.argv if args is None else args)[1:])

@@ -126,3 +126,14 @@ def test_a_stray_argument_exits_two_before_anything_starts(module, prog):
     assert result.returncode == 2
     assert result.stderr.startswith(f"{prog}: unknown argument '--policy'")
     assert 'physics' not in result.stderr and result.stdout == ''
+
+
+def test_timing_demo_help_lists_its_options_with_defaults_and_starts_nothing():
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, '-m', 'rtgym_ros.nodes.timing_demo', '--help'],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    for option in ('--rate', '--steps', '--load'):
+        assert option in result.stdout
+    assert '(default: 1000)' in result.stdout and 'capture' not in result.stdout
