@@ -160,7 +160,14 @@ def test_reset_with_the_robot_gone_fails_within_its_bound(log_dir, make_env):
     import numpy as np
     sim = SimProcess(log_dir, 'initial_state:=[3.14159, 0.0]')
     env = make_env(sim.ns, reset_timeout=2.0)
-    env.reset()
+
+    def first_reset() -> bool:  # discovery of the reset service may take longer when loaded
+        try:
+            env.reset()
+        except TimeoutError:
+            return False
+        return True
+    wait_until(first_reset, 30.0, 'a first reset with the robot there')
     env.step(np.zeros(1, np.float32))
     sim.stop(signal.SIGKILL)
     start = time.monotonic()
