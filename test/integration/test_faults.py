@@ -167,9 +167,11 @@ def test_reset_with_the_robot_gone_fails_within_its_bound(log_dir, make_env):
         except TimeoutError:
             return False
         return True
-    wait_until(first_reset, 30.0, 'a first reset with the robot there')
-    env.step(np.zeros(1, np.float32))
-    sim.stop(signal.SIGKILL)
+    try:
+        wait_until(first_reset, 30.0, 'a first reset with the robot there')
+        env.step(np.zeros(1, np.float32))
+    finally:
+        sim.stop(signal.SIGKILL)
     start = time.monotonic()
     with pytest.raises(TimeoutError, match='reset'):
         env.reset()
