@@ -22,19 +22,13 @@ parameters.
 """
 
 import os
-import signal
 import sys
-import threading
 from typing import List, Optional
 
-import rclpy
-from rclpy.context import Context
-from rclpy.signals import SignalHandlerOptions
 from rtgym_ros.nodes.mujoco_sim.node import MujocoSim, NODE_NAME
 from rtgym_ros.nodes.mujoco_sim.parameters import help_text
-from rtgym_ros.nodes.signals import ignore_stop_signals, STOP_SIGNALS
+from rtgym_ros.nodes.run_node import run_until_stopped
 from rtgym_ros.ros.runtime import make_io_executor
-from rtgym_ros.ros.spin import SpinThread
 
 __all__ = ['main', 'MujocoSim', 'NODE_NAME']
 
@@ -59,40 +53,7 @@ def main(args: Optional[List[str]] = None) -> int:
         program = os.path.basename(argv[0]) if argv else NODE_NAME
         print(help_text(NODE_NAME if program in ('', '__main__.py') else program))
         return 0
-    context = Context()
-    # Our own handlers (below) decide what SIGINT and SIGTERM do, not rclpy's.
-    rclpy.init(args=argv, context=context, signal_handler_options=SignalHandlerOptions.NO)
-    stop = threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, lambda *_: stop.set())
-    node = None
-    executor = None
-    spinner = None
-    try:
-        try:
-            node = MujocoSim(context=context)
-        except Exception as error:  # noqa: B902 - reported as a start failure
-            rclpy.logging.get_logger(NODE_NAME).fatal(f'cannot start: {error}')
-            return 1
-        # No timers: the events executor (least CPU per message) can spin it.
-        executor = make_io_executor(context)
-        executor.add_node(node)
-        spinner = SpinThread(executor, context=context, name='mujoco_sim_executor',
-                             on_failure=lambda _: stop.set())
-        node.start()
-        while not stop.wait(0.1):
-            if node.failure is not None or not spinner.is_alive():
-                break
-        return 1 if spinner.failure is not None or node.failure is not None else 0
-    finally:
-        ignore_stop_signals()  # a second Ctrl-C must not cut the teardown short
-        if node is not None:
-            node.stop()
-        if spinner is not None:
-            spinner.stop(timeout=5.0)
-        if executor is not None:
-            executor.shutdown(timeout_sec=5.0)
-        if node is not None:
-            node.destroy_node()
-        context.try_shutdown()
+    # No timers: the events executor (least CPU per message) can spin it.
+    return run_until_stopped(
+        argv, name=NODE_NAME, make_node=lambda context: MujocoSim(context=context),
+        make_executor=lambda context, _: make_io_executor(context))

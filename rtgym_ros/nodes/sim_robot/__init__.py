@@ -21,21 +21,15 @@ Run it as ``sim_robot --ros-args --params-file config/sim_robot/pendulum.yaml`` 
 and starts nothing.
 """
 
-import signal
 import sys
-import threading
 from typing import List, Optional
 
-import rclpy
-from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
-from rclpy.signals import SignalHandlerOptions
 from rtgym_ros.nodes.command_line import format_help, wants_help
-from rtgym_ros.nodes.signals import ignore_stop_signals, STOP_SIGNALS
+from rtgym_ros.nodes.run_node import run_until_stopped
 from rtgym_ros.nodes.sim_robot.node import NODE_NAME, SimRobot
 from rtgym_ros.nodes.sim_robot.parameters import help_rows
 from rtgym_ros.ros.runtime import make_io_executor
-from rtgym_ros.ros.spin import SpinThread
 
 __all__ = ['help_text', 'main', 'NODE_NAME', 'SimRobot']
 
@@ -73,42 +67,9 @@ def main(args: Optional[List[str]] = None) -> int:
     except ValueError as error:
         print(f'sim_robot: {error}', file=sys.stderr)
         return 2
-    context = Context()
-    # Our own handlers (below) decide what SIGINT and SIGTERM do, not rclpy's.
-    rclpy.init(args=args, context=context, signal_handler_options=SignalHandlerOptions.NO)
-    stop = threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, lambda *_: stop.set())
-    node = None
-    executor = None
-    spinner = None
-    try:
-        try:
-            node = SimRobot(context=context)
-        except Exception as error:  # noqa: B902 - reported as a start failure
-            rclpy.logging.get_logger(NODE_NAME).fatal(f'cannot start: {error}')
-            return 1
-        # The events executor of the kilted wheels does not fire timers.
-        executor = (SingleThreadedExecutor(context=context) if node.uses_ros_timer
-                    else make_io_executor(context))
-        executor.add_node(node)
-
-        spinner = SpinThread(executor, context=context, name='sim_robot_executor',
-                             on_failure=lambda _: stop.set())
-        node.start()
-        while not stop.wait(0.1):
-            if node.failure is not None or not spinner.is_alive():
-                break
-        return 1 if spinner.failure is not None or node.failure is not None else 0
-    finally:
-        ignore_stop_signals()  # a second Ctrl-C must not cut the teardown short
-        if node is not None:
-            node.stop()
-        if spinner is not None:
-            spinner.stop(timeout=5.0)
-        if executor is not None:
-            executor.shutdown(timeout_sec=5.0)
-        if node is not None:
-            node.destroy_node()
-        context.try_shutdown()
+    # The events executor of the kilted wheels does not fire timers.
+    return run_until_stopped(
+        args, name=NODE_NAME, make_node=lambda context: SimRobot(context=context),
+        make_executor=lambda context, node: (
+            SingleThreadedExecutor(context=context) if node.uses_ros_timer
+            else make_io_executor(context)))
