@@ -106,6 +106,21 @@ def _delays(captures: list, sends: list, returns: list) -> dict:
     }
 
 
+def _process_costs(before: resource.struct_rusage, after: resource.struct_rusage,
+                   steps: int) -> dict:
+    """
+    CPU and wake-ups of the whole process per step (env threads, agent, DDS threads).
+
+    A wake-up is a voluntary context switch: a thread blocked (sleep, wait, lock) and was woken.
+    The agent's own load is in both figures: one sleep per step for ``sleep``, its work for the
+    busy loads.
+    """
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {'cpu_per_step_us': cpu / steps * 1e6,
+            'wakeups_per_step': (after.ru_nvcsw - before.ru_nvcsw) / steps,
+            'preemptions_per_step': (after.ru_nivcsw - before.ru_nivcsw) / steps}
+
+
 def run_cell(env_name: str, rate: float, load_name: str, steps: int, *,
              gil_switch_interval: float | None | str, timer_lead: float | str) -> dict:
     """Run one env for ``steps`` steps with the agent load between steps; return the figures."""
@@ -129,12 +144,15 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *,
             ros_config = getattr(env.unwrapped, 'config', None) if env_name == 'rtgym_ros' \
                 else None
             caught_in_warmup = 0
+            usage_before = resource.getrusage(resource.RUSAGE_SELF)
             for index in range(steps):
                 env.step(np.zeros(1, dtype=np.float32))
                 returns.append(time.perf_counter())
                 work.append(load(time_step / 2))
                 if index == WARMUP_STEPS - 1:
                     caught_in_warmup = len(caught)
+                    usage_before = resource.getrusage(resource.RUSAGE_SELF)
+            usage_after = resource.getrusage(resource.RUSAGE_SELF)
             wall = time.perf_counter() - start
             # The last step() started one more time-step on a background thread: let it start
             # (and warn) inside this block, then wait for it to end.
@@ -149,12 +167,14 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *,
     timeouts_after_warmup = sum('timed out' in m for m in messages[caught_in_warmup:])
     others = sorted({m for m in messages if 'timed out' not in m})
     measured_work = work[WARMUP_STEPS:]
+    measured_steps = max(1, steps - WARMUP_STEPS)
     return {
         'env': env_name, 'rate_hz': rate, 'time_step_s': time_step, 'load': load_name,
         'steps': steps, 'warmup': WARMUP_STEPS, **_summary(captures, time_step),
         'captures': len(captures), 'timeouts': timeouts,
         'timeouts_after_warmup': timeouts_after_warmup, 'other_warnings': others[:5],
         'wall_s': wall, 'nominal_s': steps * time_step,
+        **_process_costs(usage_before, usage_after, measured_steps),
         **_delays(captures, sends, returns),
         'work_per_step': float(np.mean(measured_work)) if load_name != 'sleep' else None,
         'work_unit': WORK_UNITS[load_name],
@@ -332,7 +352,7 @@ def _figures(runs: list[dict]) -> list[str]:
     """Format one cell's figures: medians over the repeats, and the time-outs' range."""
     failed = [r for r in runs if 'error' in r]
     if failed:
-        return ['error'] * 5 + [failed[0]['error']]
+        return ['error'] * 7 + [failed[0]['error']]
     timeouts = sorted(r['timeouts'] for r in runs)
     timeout_text = str(timeouts[0])
     if len(runs) > 1:
@@ -340,6 +360,7 @@ def _figures(runs: list[dict]) -> list[str]:
     work = None if runs[0]['work_per_step'] is None else _median(runs, 'work_per_step')
     return [f"{_median(runs, 'p50_us'):.0f}", f"{_median(runs, 'p99_us'):.0f}",
             f"{_median(runs, 'max_us'):.0f}", timeout_text,
+            f"{_median(runs, 'cpu_per_step_us'):.0f}", f"{_median(runs, 'wakeups_per_step'):.1f}",
             _work_label({'work_per_step': work, 'work_unit': runs[0]['work_unit']}),
             f"{_median(runs, 'wall_s'):.2f} / {runs[0]['nominal_s']:.2f}"]
 
@@ -358,7 +379,7 @@ def _rows(results: list[dict]) -> list[list[str]]:
 
 
 HEADER = ['rate', 'agent', 'env', 'p50 (µs)', 'p99 (µs)', 'max (µs)', 'time-outs',
-          'agent work/step', 'wall / nominal (s)']
+          'CPU/step (µs)', 'wake-ups/step', 'agent work/step', 'wall / nominal (s)']
 
 
 def format_markdown(results: list[dict]) -> str:
@@ -382,6 +403,8 @@ def _progress(index: int, total: int, result: dict) -> str:
         return f"{head} ERROR: {result['error']}"
     text = (f"{head} p50 {result['p50_us']:6.0f} µs  p99 {result['p99_us']:6.0f} µs  "
             f"max {result['max_us']:6.0f} µs  time-outs {result['timeouts']:4d}  "
+            f"cpu {result['cpu_per_step_us']:5.0f} µs  "
+            f"wake-ups {result['wakeups_per_step']:4.1f}  "
             f"work {_work_label(result):>12}  wall {result['wall_s']:.2f} s")
     if result.get('foreign_cpu_s') is not None:
         text += f"  foreign cpu {result['foreign_cpu_s']:.2f} s"

@@ -36,7 +36,7 @@ ROS_DEFAULTS: dict[str, Any] = {
     'use_sim_time': False,  # follow /clock (Gazebo, our sim_robot) instead of wall time
     'clock_wait_timeout': 10.0,  # use_sim_time: how long the first reset() waits for /clock
     'domain_id': None,  # ROS domain; None takes ROS_DOMAIN_ID from the environment
-    'timer_lead': 0.004,  # wall clock only: timers wake this early, then sleep to the instant
+    'timer_lead': 0.025,  # wall clock only: deadlines nearer than this are slept, as rtgym
     'gil_switch_interval': 0.0002,  # sys.setswitchinterval while an env lives; None: leave it
     'watchdog_timeout': None,  # wall s without a new action after a time-step end -> safe action
     'clock_stall_timeout': 5.0,  # wall s a step() waits on a stopped /clock or busy executor

@@ -2,9 +2,9 @@
 One-shot deadlines on the node's clock: a ROS timer, and the lockstep wait for ``/clock``.
 
 Timers are what make the schedule follow ``/clock``: under ``use_sim_time`` a paused simulator
-stops them and a fast one speeds them up. On wall time a Python executor wakes a timer a few
-hundred microseconds late, which is more than rtgym's plain ``time.sleep``; so on wall time the
-timer is armed ``lead`` seconds early and the last stretch is slept on the executor thread.
+stops them and a fast one speeds them up. On wall time every wake-up of the executor costs CPU
+and lands late; a deadline nearer than ``lead`` is slept on the executor thread (one wake-up, as
+rtgym's ``time.sleep``), a farther one arms the timer ``lead`` early and sleeps the rest.
 """
 
 import threading

@@ -35,6 +35,7 @@ from rclpy.qos import QoSProfile
 from rclpy.signals import SignalHandlerOptions
 from rclpy.time_source import TimeSource
 
+from rtgym_ros.ros.lean_executor import LeanExecutor
 from rtgym_ros.ros.serialized import SerializedReceiver
 from rtgym_ros.ros.spin import SpinThread
 
@@ -114,7 +115,7 @@ class RosRuntime:
             self.node = Node(node_name, namespace=namespace, context=self.context,
                              cli_args=_named(node_name), parameter_overrides=overrides,
                              start_parameter_services=False)
-            self.executor = SingleThreadedExecutor(context=self.context)
+            self.executor = make_main_executor(self.context)
             self.executor.add_node(self.node)
         except BaseException:
             self.context.try_shutdown()
@@ -234,7 +235,10 @@ class RosRuntime:
         """Run ``function(*args)`` on the executor thread, soon; do not wait for it."""
         if not self.alive():
             raise RuntimeClosedError(self.dead_reason())
-        self.executor.create_task(function, *args)
+        if isinstance(self.executor, LeanExecutor):
+            self.executor.post(function, *args)
+        else:
+            self.executor.create_task(function, *args)
 
     def call(self, function: Callable[..., T], *args: Any, timeout: float | None = None) -> T:
         """Run ``function(*args)`` on the executor thread and return its result (or raise)."""
@@ -318,6 +322,26 @@ class IoNode(Node):
         """
         topic = self.resolve_topic_name(topic)
         self._serialized_receiver().subscribe(msg_type, topic, callback, qos_profile)
+
+
+MAIN_EXECUTOR_VARIABLE = 'RTGYM_ROS_MAIN_EXECUTOR'
+MAIN_EXECUTORS = ('lean', 'single')
+
+
+def make_main_executor(context: Context) -> Executor:
+    """
+    Make the main node's executor: :class:`LeanExecutor`, or rclpy's own.
+
+    ``RTGYM_ROS_MAIN_EXECUTOR=single`` selects rclpy's SingleThreadedExecutor (several times the
+    CPU per time-step; for comparison, or if the lean loop misbehaves with some rclpy).
+    """
+    choice = os.environ.get(MAIN_EXECUTOR_VARIABLE, 'lean').strip() or 'lean'
+    if choice not in MAIN_EXECUTORS:
+        raise ValueError(f'{MAIN_EXECUTOR_VARIABLE} must be one of {MAIN_EXECUTORS}, '
+                         f'found {choice!r}')
+    if choice == 'lean':
+        return LeanExecutor(context=context)
+    return SingleThreadedExecutor(context=context)
 
 
 IO_EXECUTOR_VARIABLE = 'RTGYM_ROS_IO_EXECUTOR'

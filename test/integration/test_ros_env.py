@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from rclpy.qos import QoSProfile
 from ros_probe import die_with_parent, wait_until
-from rtgym_ros.ros.runtime import IO_EXECUTOR_VARIABLE, RosRuntime
+from rtgym_ros.ros.runtime import IO_EXECUTOR_VARIABLE, MAIN_EXECUTOR_VARIABLE, RosRuntime
 from sensor_msgs.msg import JointState
 from sim_clock import SimClock
 from std_msgs.msg import Float64MultiArray, String
@@ -218,22 +218,26 @@ def test_on_stop_hold_keeps_the_last_values_on_stall_and_close(spawn, make_env):
     assert values[:3] == [DEFAULT, 0.5, 0.75] and values.count(0.75) >= 3, values
 
 
-def test_close_is_prompt_when_shutdown_races_the_executor_thread():
-    runtime = RosRuntime(node_name=f'ros_env_race_{os.getpid()}')
+@pytest.mark.parametrize('choice', ['lean', 'single'])
+def test_close_is_prompt_when_shutdown_races_the_executor_thread(monkeypatch, choice):
+    monkeypatch.setenv(MAIN_EXECUTOR_VARIABLE, choice)
+    runtime = RosRuntime(node_name=f'ros_env_race_{choice}_{os.getpid()}')
     # The env's nodes always have timers (deadlines, watchdog, diagnostics): one is enough.
     runtime.call(lambda: runtime.node.create_timer(3600.0, lambda: None))
     in_window = threading.Event()
-    can_execute = runtime.executor.can_execute
+    # Hold the spin thread after it gathered the node's entities, before it waits on them: the
+    # window env.close() hits now and then on a busy machine. rclpy's loop asks can_execute
+    # per entity there; the lean loop sizes its wait set there.
+    hooked = 'can_execute' if choice == 'single' else '_wait_set_for'
+    original = getattr(runtime.executor, hooked)
 
-    def slow_can_execute(entity: Any) -> bool:
-        # Hold the spin thread after it gathered its nodes, before it adds the executor's guard
-        # condition to the wait set: the window env.close() hits now and then on a busy machine.
+    def slow(*args: Any) -> Any:
         if threading.current_thread() is runtime.executor_thread and not in_window.is_set():
             in_window.set()
             time.sleep(0.3)
-        return can_execute(entity)
+        return original(*args)
 
-    runtime.executor.can_execute = slow_can_execute
+    setattr(runtime.executor, hooked, slow)
     runtime.executor.wake()
     assert in_window.wait(5.0)
     start = time.monotonic()
