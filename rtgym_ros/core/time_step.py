@@ -16,10 +16,9 @@ executor's loop and being woken through it (hundreds); if the action comes later
 to the executor as a task.
 """
 
-import contextlib
 import threading
 import time
-from typing import Any, Callable, Iterator, Protocol
+from typing import Any, Callable, Protocol
 
 from rtgym_ros.core.schedule import ElasticSchedule, StepOutcome
 from rtgym_ros.core.timing import Benchmark
@@ -119,7 +118,7 @@ class TimeStepRunner:
             self._chain_started = None
 
     def _start_one(self, action: Any) -> None:
-        with self._guard():
+        try:
             if self._bench:
                 self._bench.start_send_control_time()
             self._send_control(action)
@@ -129,9 +128,11 @@ class TimeStepRunner:
             if self._advance is not None:
                 self._advance(self.schedule.t_co)
             self._timer.arm(self.schedule.t_co, self._capture_now)
+        except Exception as error:  # a plain try, not a context manager: runs every step
+            self._fail(error)
 
     def _capture_now(self) -> None:
-        with self._guard():
+        try:
             if self._bench:
                 self._bench.start_get_obs_time()
             self._capture()
@@ -140,6 +141,8 @@ class TimeStepRunner:
             if self._advance is not None and self.schedule.t_end > self.schedule.t_co:
                 self._advance(self.schedule.t_end)
             self._timer.arm(self.schedule.t_end, self._complete)
+        except Exception as error:
+            self._fail(error)
 
     def _complete(self) -> None:
         # Listen for the next action before releasing step(): an action handed over from now
@@ -155,8 +158,10 @@ class TimeStepRunner:
         # Hand the GIL to the user's thread now, waiting in step(), rather than after the
         # executor's next round of Python bookkeeping: halves capture-to-return latency.
         time.sleep(0)
-        with self._guard():
+        try:
             self._on_complete()
+        except Exception as error:
+            self._fail(error)
         if listening:
             self._wait_for_next_action()
 
@@ -171,15 +176,11 @@ class TimeStepRunner:
         self._timer.cancel()
         self.done.set()
 
-    @contextlib.contextmanager
-    def _guard(self) -> Iterator[None]:
+    def _fail(self, error: Exception) -> None:
         """Turn an exception in a step callback into a recorded error and a safe robot."""
+        self.error = error  # re-raised in the user's thread by step()/reset()
+        self._timer.cancel()
         try:
-            yield
-        except Exception as error:  # re-raised in the user's thread by step()/reset()
-            self.error = error
-            self._timer.cancel()
-            try:
-                self._on_error()
-            finally:
-                self.done.set()
+            self._on_error()
+        finally:
+            self.done.set()

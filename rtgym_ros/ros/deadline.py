@@ -23,6 +23,7 @@ class DeadlineTimer:
     def __init__(self, node: Node, *, lead: float) -> None:
         self._node = node
         self._clock = node.get_clock()
+        self._clock_handle = self._clock.handle
         self._lead = lead
         self._target: float | None = None
         self._callback: Callable[[], None] | None = None
@@ -37,7 +38,13 @@ class DeadlineTimer:
         return self._target
 
     def now(self) -> float:
-        return self._clock.now().nanoseconds * 1e-9
+        # rclpy's Clock.now() without its Time object: several calls a time-step.
+        with self._clock_handle:
+            return self._clock_handle.get_now().nanoseconds * 1e-9
+
+    def _sim_time(self) -> bool:
+        with self._clock_handle:
+            return self._clock_handle.get_ros_time_override_is_enabled()
 
     def arm(self, target: float, callback: Callable[[], None]) -> None:
         """
@@ -75,7 +82,7 @@ class DeadlineTimer:
 
     def _early_wake(self) -> float:
         """How early the timer may wake: ``lead`` on wall time, nothing on sim time."""
-        if self._clock.ros_time_is_active:
+        if self._sim_time():
             return _SIM_TIME_SLACK
         return max(self._lead, _MIN_WALL_LEAD)
 
@@ -86,7 +93,7 @@ class DeadlineTimer:
         self._schedule()
 
     def _fire(self) -> None:
-        if not self._clock.ros_time_is_active:
+        if not self._sim_time():
             remaining = self._target - self.now()
             if remaining > 0.0:
                 time.sleep(remaining)
