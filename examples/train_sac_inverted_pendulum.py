@@ -1,7 +1,7 @@
 """
 Train SAC on InvertedPendulum through ROS 2 topics in lockstep, and on Gymnasium in-process.
 
-    python examples/train_sac_inverted_pendulum.py --mode both --steps 10000 --seeds 0 1 2
+    python examples/train_sac_inverted_pendulum.py --mode both --steps 20000 --seeds 0 1 2
     python examples/train_sac_inverted_pendulum.py --mode realtime \
         --model runs/sac_inverted_pendulum/sac_topics_seed0.zip
 
@@ -9,7 +9,7 @@ Train SAC on InvertedPendulum through ROS 2 topics in lockstep, and on Gymnasium
 with ``stepping:=lockstep`` (it owns /clock and steps only when asked on ``step_until``), and
 the env is ``rtgym_ros/ros-v1`` on ``config/robots/mujoco_inverted_pendulum.yaml`` with the
 lockstep overrides. ``inprocess``: Gymnasium's ``InvertedPendulum-v5``. Both train the same
-SAC (SB3 defaults, ``train_freq=1``, ``gradient_steps=1``, ``MultiInputPolicy``) on a Dict
+SAC (``MultiInputPolicy``, ``train_freq=1``, ``gradient_steps=1``, ``SAC_KWARGS``) on a Dict
 with ``joints`` = [x, theta, x_dot, theta_dot], evaluated with deterministic actions every
 ``--eval-every`` steps. One difference stays: as in rtgym, the ROS env's ``step(a)`` returns
 the state at the start of the step in which ``a`` acts, so its observation also holds
@@ -82,7 +82,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description=__doc__.strip().split('\n')[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument('--mode', choices=('both', *MODES, 'realtime'), default='both')
-    parser.add_argument('--steps', type=int, default=10_000, help='env steps of training')
+    parser.add_argument('--steps', type=int, default=20_000, help='env steps of training')
     parser.add_argument('--seeds', type=int, nargs='+', default=[0])
     parser.add_argument('--out', type=Path, default=Path('runs/sac_inverted_pendulum'))
     parser.add_argument('--eval-every', type=int, default=1000, help='env steps')

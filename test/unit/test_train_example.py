@@ -40,7 +40,7 @@ def results(example):
 
 def test_defaults_and_modes(example):
     opts = example.parse_args([])
-    assert (opts.mode, opts.steps, opts.seeds, opts.eval_every) == ('both', 10_000, [0], 1000)
+    assert (opts.mode, opts.steps, opts.seeds, opts.eval_every) == ('both', 20_000, [0], 1000)
     assert example.modes_of('both') == ('topics', 'inprocess')
     assert example.modes_of('inprocess') == ('inprocess',)
     opts = example.parse_args(['--mode', 'topics', '--seeds', '3', '4', '--steps', '500'])
