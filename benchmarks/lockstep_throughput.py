@@ -193,7 +193,9 @@ def role_env(options: dict) -> int:
     try:
         env.reset(seed=options['seed'])
         for k in range(warmup):
-            env.step(actions[k])
+            _, _, terminated, truncated, _ = env.step(actions[k])
+            if terminated or truncated:  # a task that ends (the inverted pendulum falls)
+                env.reset()
         timeouts = unwrapped.timeouts
         threads_before = _thread_cpu(os.getpid()), _thread_cpu(sim_pid)
         cpu_start, sim_start = time.process_time(), process_cpu(sim_pid)

@@ -11,7 +11,9 @@ are those of the shipped robot configs:
   theta_dot]``: InvertedPendulum-v5's observation itself (in float32);
 * ``config/robots/mujoco_reacher.yaml``: ``obs['joints']`` = ``[joint0, joint1]`` positions
   then velocities, ``obs['target']`` = ``[target_x, target_y]`` positions. Reacher-v5's
-  observation is made of these: :func:`reacher_observation` builds it.
+  observation is made of these: :func:`reacher_observation` builds it;
+* ``config/robots/mujoco_half_cheetah.yaml``: ``obs['position']`` = qpos without rootx,
+  ``obs['velocity']`` = qvel (``rootx`` first): HalfCheetah-v5's observation in two entries.
 
 Values are computed from float32 observations, so a result can differ from Gymnasium's float64
 one in the last digits (and, for a pole exactly at the 0.2 rad limit, by that rounding).
@@ -23,6 +25,9 @@ import numpy as np
 
 # InvertedPendulum-v5: the pole is "healthy" within this angle (rad).
 INVERTED_PENDULUM_ANGLE_LIMIT = 0.2
+# HalfCheetah-v5: the weights of the forward velocity and of the squared action.
+HALF_CHEETAH_FORWARD_WEIGHT = 1.0
+HALF_CHEETAH_CTRL_WEIGHT = 0.1
 # reacher.xml: shoulder to elbow, elbow to fingertip (m); both links at the target's height.
 REACHER_LINKS = (0.1, 0.11)
 
@@ -80,3 +85,18 @@ def reacher_observation(obs: dict[str, np.ndarray]) -> np.ndarray:
     angles = joints[:2]
     return np.concatenate([np.cos(angles), np.sin(angles), target[:2], joints[2:4],
                            _reacher_vector(obs)])
+
+
+def half_cheetah_reward(obs: dict[str, np.ndarray], action: np.ndarray, info: dict) -> float:
+    """
+    Return the forward velocity minus 0.1 times the squared action (HalfCheetah-v5's terms).
+
+    The velocity is rootx's at the end of the time-step: v5 takes the x travelled over the step
+    divided by its duration, which the observation alone does not give. As v5, the two terms
+    are put in ``info``: ``reward_forward``, ``reward_ctrl``.
+    """
+    forward = HALF_CHEETAH_FORWARD_WEIGHT * float(np.asarray(obs['velocity'])[0])
+    ctrl = -HALF_CHEETAH_CTRL_WEIGHT * float(np.sum(np.square(np.asarray(action, np.float64))))
+    info['reward_forward'] = forward
+    info['reward_ctrl'] = ctrl
+    return forward + ctrl

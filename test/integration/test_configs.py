@@ -39,13 +39,15 @@ MUJOCO_PARAMETERS = {name: default for name, default, _ in mujoco_parameters.PAR
 SIM_PAIRS = {'robots/pendulum_sim.yaml': 'sim_robot/pendulum.yaml',
              'robots/cartpole_sim.yaml': 'sim_robot/cartpole.yaml'}
 MUJOCO_PAIRS = {'robots/mujoco_inverted_pendulum.yaml': 'mujoco_sim/inverted_pendulum.yaml',
-                'robots/mujoco_reacher.yaml': 'mujoco_sim/reacher.yaml'}
+                'robots/mujoco_reacher.yaml': 'mujoco_sim/reacher.yaml',
+                'robots/mujoco_half_cheetah.yaml': 'mujoco_sim/half_cheetah.yaml'}
 # Example configs the docs point at; a rename must not silently drop one.
 EXPECTED = ('robots/cartpole_sim.yaml', 'robots/gz_sim_bridge.yaml', 'robots/pendulum_sim.yaml',
             'robots/real_arm.yaml', 'robots/real_arm_forward_command.yaml',
             'robots/turtlebot3_gazebo.yaml', 'sim_robot/cartpole.yaml', 'sim_robot/pendulum.yaml',
             'robots/mujoco_inverted_pendulum.yaml', 'robots/mujoco_reacher.yaml',
-            'mujoco_sim/inverted_pendulum.yaml', 'mujoco_sim/reacher.yaml')
+            'mujoco_sim/inverted_pendulum.yaml', 'mujoco_sim/reacher.yaml',
+            'robots/mujoco_half_cheetah.yaml', 'mujoco_sim/half_cheetah.yaml')
 
 
 def _relative(path: Path) -> str:
@@ -232,8 +234,9 @@ def test_mujoco_sim_config_agrees_with_its_robot_config(robot_file, sim_file):
     for name in observations['names']:
         assert observations[name]['topic'] == sim['joint_states_topic']
         assert set(observations[name]['joint_names']) <= set(model.joint_names)
-    # The Gymnasium v5 task's time-step: frame_skip 2 physics steps for both shipped tasks.
-    assert env_config['time_step_duration'] == pytest.approx(2 * model.timestep)
+    # The Gymnasium v5 task's time-step: frame_skip physics steps.
+    frame_skip = {'half_cheetah': 5}.get(sim['model'], 2)
+    assert env_config['time_step_duration'] == pytest.approx(frame_skip * model.timestep)
     for service, name in (('reset', 'reset_world'), ('pause', 'pause_physics'),
                           ('unpause', 'unpause_physics')):
         entry = getattr(spec, service)

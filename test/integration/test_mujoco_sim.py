@@ -404,6 +404,38 @@ def test_lockstep_reset_publishes_the_new_state_at_time_zero(lockstep):
     assert ns_of(step_until(lockstep, 40 * MS)) == 40 * MS
 
 
+def test_lockstep_reset_sends_the_rewound_clock_before_the_state(lockstep):
+    """
+    An env drops what came before its clock went back: the rewound /clock must go out first.
+
+    DDS does not order messages across topics on arrival, so the order is the writers'
+    source timestamps (one process, one clock).
+    """
+    sent = {'clock': [], 'state': []}
+    node = lockstep.probe.node
+
+    def keep(key: str):
+        return lambda msg, info: sent[key].append((ns_of(msg), info['source_timestamp']))
+
+    ns = lockstep.sim.ns
+    subs = [node.create_subscription(Clock, f'{ns}/clock', keep('clock'), QoSProfile(depth=50)),
+            node.create_subscription(JointState, f'{ns}/joint_states', keep('state'),
+                                     QoSProfile(depth=50))]
+    try:
+        time.sleep(0.5)  # the sim's writers learn about the new readers
+        step_until(lockstep, clock_now(lockstep) + 200 * MS)
+        lockstep.probe.call(lockstep.clients['reset_simulation'], Empty.Request())
+        wait_until(lambda: any(t == 0 for t, _ in sent['clock'])
+                   and any(t == 0 for t, _ in sent['state']), 2.0,
+                   '/clock and a JointState at time 0 after reset_simulation')
+        clock_sent = min(source for t, source in sent['clock'] if t == 0)
+        state_sent = min(source for t, source in sent['state'] if t == 0)
+        assert clock_sent < state_sent, (clock_sent, state_sent)
+    finally:
+        for sub in subs:
+            node.destroy_subscription(sub)
+
+
 def test_lockstep_runs_are_bit_identical(probe, log_dir):
     """The same seed, commands and targets: the same JointStates, bit for bit."""
     sims = [lockstep_sim(probe, log_dir, 'seed:=5') for _ in range(2)]  # start together

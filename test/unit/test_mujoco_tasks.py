@@ -6,8 +6,9 @@ import pytest
 from rtgym_ros.sim.controllers import INVERTED_PENDULUM_GAIN, inverted_pendulum_lqr
 from rtgym_ros.sim.lqr import discrete_lqr
 from rtgym_ros.sim.mujoco_model import MujocoModel
-from rtgym_ros.sim.mujoco_tasks import (inverted_pendulum_reward, inverted_pendulum_terminated,
-                                        reacher_fingertip, reacher_observation, reacher_reward)
+from rtgym_ros.sim.mujoco_tasks import (half_cheetah_reward, inverted_pendulum_reward,
+                                        inverted_pendulum_terminated, reacher_fingertip,
+                                        reacher_observation, reacher_reward)
 
 mujoco = pytest.importorskip('mujoco',
                              reason="mujoco is not installed: pip install 'rtgym_ros[mujoco]'")
@@ -95,6 +96,32 @@ def test_reacher_reward_and_observation_are_gymnasiums():
             assert not terminated  # Reacher-v5 never terminates; the config has no termination
     gaps = np.array(gaps)
     assert np.mean(gaps < 1e-5) > 0.9 and gaps.max() < 1e-2
+
+
+def test_half_cheetah_reward_is_gymnasiums_but_for_the_velocity_it_takes():
+    """The action term is v5's; the forward term rootx's velocity, v5's x travelled / dt."""
+    env = gymnasium_env('HalfCheetah-v5')
+    data = env.unwrapped.data
+    env.action_space.seed(0)
+    obs, _ = env.reset(seed=0)
+    ours, theirs = [], []
+    for _ in range(400):
+        action = env.action_space.sample()
+        obs, reward, _, _, info = env.step(action)
+        observed = {'position': data.qpos[1:].astype(np.float32),
+                    'velocity': data.qvel.astype(np.float32)}
+        assert np.array_equal(np.concatenate(list(observed.values())), obs.astype(np.float32))
+        terms = {}
+        value = half_cheetah_reward(observed, action, terms)
+        assert terms['reward_ctrl'] == pytest.approx(info['reward_ctrl'], abs=1e-6)  # v5: float32
+        assert terms['reward_forward'] == np.float32(data.qvel[0])
+        assert value == pytest.approx(terms['reward_forward'] + terms['reward_ctrl'])
+        ours.append(terms['reward_forward'])
+        theirs.append(info['reward_forward'])
+    # Over many steps the end-of-step velocity averages to the mean one (v5's).
+    assert np.mean(ours) == pytest.approx(np.mean(theirs), abs=0.05)
+    assert np.corrcoef(ours, theirs)[0, 1] > 0.8
+    env.close()
 
 
 def test_reacher_fingertip_is_where_mujoco_puts_it():

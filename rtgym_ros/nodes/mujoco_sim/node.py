@@ -260,7 +260,7 @@ class Physics:
             self._render()
 
     def _render(self) -> None:
-        """Render the state of now, once: in lockstep it is published before /clock."""
+        """Render the state of now, once: at a lockstep target it is sent before /clock."""
         t = self.t
         if self._last_frame == t:
             return

@@ -8,7 +8,8 @@ What advances the ``mujoco_sim`` physics, and against which clock.
   advances only when asked on ``step_until`` (rosgraph_msgs/Clock, the target sim time), as
   fast as the CPU allows, on the executor thread, so that commands that arrived before a
   request are applied before it steps. At the target it always publishes its sensors stamped
-  with that time, then /clock, then waits for the next request.
+  with that time, then /clock, then waits for the next request; at the start and after a
+  reset, /clock comes first (the time may have gone back).
 """
 
 from typing import Callable, Optional
@@ -81,10 +82,16 @@ class Lockstep(TimeBase):
         self.restart()
 
     def _publish_now(self) -> None:
-        """Sensors at the current time, then /clock (lock held; only the executor thread)."""
-        out: Outbox = []
+        """
+        /clock, then the sensors, at the current time (lock held; only the executor thread).
+
+        /clock first, as sim_robot does: an env clears what it received when its clock goes
+        back (reset_simulation with ``reset_time``), so a state sent before the rewound clock
+        would be dropped and the env would wait for one that never comes.
+        """
+        now = Clock(clock=Time(nanoseconds=self._physics.t).to_msg())
+        out: Outbox = [(self._clock_pub, now)]
         self._sample(out)
-        out.append((self._clock_pub, Clock(clock=Time(nanoseconds=self._physics.t).to_msg())))
         publish(out)
 
     def _on_step_until(self, msg: Clock) -> None:
