@@ -31,7 +31,8 @@ setup(
         # torch 2.13 requires setuptools>=77.0.3 and pip would take the newest (80+), which
         # colcon-core refuses (setuptools<80): keep one that both accept, so that installing
         # the extra does not break the colcon build.
-        'train': ['stable-baselines3>=2.3', 'torch==2.13.0', 'tqdm', 'rich', 'setuptools<80'],
+        'train': ['stable-baselines3>=2.3', 'torch==2.13.0', 'tqdm', 'rich', 'setuptools<80',
+                  'imageio'],  # imageio: Gymnasium's MuJoCo envs (train_sac_inverted_pendulum)
     },
     zip_safe=True,
     maintainer='rtgym_ros developers',
