@@ -1,11 +1,11 @@
 """
-An executor for the env's main node that costs tens of microseconds per wake-up, not hundreds.
+An executor for the env's main node whose loop costs a quarter of rclpy's per wake-up.
 
 rclpy's :class:`~rclpy.executors.SingleThreadedExecutor` rebuilds its wait set in Python on
 every wake-up: it gathers every entity of every node, makes a new rcl wait set and a timeout
 timer, and wraps each callback in a task. On the main node, which wakes two or three times per
-time-step, that is most of the env's CPU per step (about 0.3 ms per wake-up on a 2-core
-machine, more than rtgym spends on a whole step).
+time-step, that is most of the env's CPU per step (about 0.5 ms per wake-up on a 2-core
+machine, more than rtgym spends on a whole step; ``benchmarks/executor_cost.py``).
 
 The main node has timers (the time-step deadline, ``/diagnostics``, the graph watch), the event
 handlers of its publishers, and work posted by other threads. For exactly those this executor

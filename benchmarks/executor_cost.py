@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""
+CPU per wake-up: a 100 Hz timer under each executor, and the plain ways a thread can wait.
+
+What one wake-up of a thread costs on this machine decides the env's CPU per time-step (see
+RESULTS.md, step timing). Each figure is the CPU time of the waking thread
+(``time.thread_time``) divided by the wake-ups, over ``--seconds`` of 10 ms waits:
+
+- executors: a node with one 100 Hz timer and three idle 1 Hz ones, spun by ``lean``
+  (:class:`rtgym_ros.ros.lean_executor.LeanExecutor`), ``single`` (rclpy's
+  ``SingleThreadedExecutor``) and ``events`` (rclpy's C++ events executor), in turn;
+- waits: ``time.sleep(0.01)``, ``threading.Event().wait(0.01)``, and an rcl wait set holding
+  one 100 Hz timer, the primitives under the env's threads.
+
+    python3 benchmarks/executor_cost.py --repeat 3
+"""
+
+import argparse
+import os
+import threading
+import time
+from typing import Callable
+
+import numpy as np
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import Executor, SingleThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.signals import SignalHandlerOptions
+from rtgym_ros.ros.lean_executor import LeanExecutor
+
+PERIOD = 0.01  # s between wake-ups
+
+
+def _events(context: Context) -> Executor:
+    from rclpy.experimental.events_executor import EventsExecutor
+    return EventsExecutor(context=context)
+
+
+EXECUTORS: dict[str, Callable[[Context], Executor]] = {
+    'lean': lambda context: LeanExecutor(context=context),
+    'single': lambda context: SingleThreadedExecutor(context=context),
+    'events': _events,
+}
+
+
+def executor_cost(context: Context, name: str, seconds: float) -> float:
+    """Return µs of CPU per firing of a 100 Hz timer, the node spun by executor ``name``."""
+    node = Node(f'executor_cost_{name}_{os.getpid()}', context=context,
+                start_parameter_services=False, parameter_overrides=[
+                    Parameter('start_type_description_service', Parameter.Type.BOOL, False)])
+    executor = EXECUTORS[name](context)
+    executor.add_node(node)
+    fired = [0]
+    node.create_timer(PERIOD, lambda: fired.__setitem__(0, fired[0] + 1))
+    for _ in range(3):
+        node.create_timer(1.0, lambda: None)
+    try:
+        warm_up = time.monotonic() + 0.3
+        while time.monotonic() < warm_up:
+            executor.spin_once(timeout_sec=0.1)
+        fired[0], cpu, end = 0, time.thread_time(), time.monotonic() + seconds
+        while time.monotonic() < end:
+            executor.spin_once(timeout_sec=0.1)
+        return (time.thread_time() - cpu) / max(fired[0], 1) * 1e6
+    finally:
+        executor.remove_node(node)
+        node.destroy_node()
+
+
+def wait_cost(context: Context, name: str, seconds: float) -> float:
+    """Return µs of CPU per 10 ms wait of one kind."""
+    node = Node(f'wait_cost_{os.getpid()}', context=context, start_parameter_services=False)
+    timer = node.create_timer(PERIOD, lambda: None)
+    wait_set = _rclpy.WaitSet(0, 0, 1, 0, 0, 0, context.handle)
+    event = threading.Event()
+
+    def rcl_wait() -> None:
+        wait_set.clear_entities()
+        wait_set.add_timer(timer.handle)
+        wait_set.wait(-1)
+        timer.handle.call_timer()
+
+    waits = {'time.sleep': lambda: time.sleep(PERIOD), 'Event.wait': lambda: event.wait(PERIOD),
+             'rcl wait on a timer': rcl_wait}
+    try:
+        count = int(seconds / PERIOD)
+        cpu = time.thread_time()
+        for _ in range(count):
+            waits[name]()
+        return (time.thread_time() - cpu) / count * 1e6
+    finally:
+        node.destroy_node()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--seconds', type=float, default=2.0, help='per figure (2)')
+    parser.add_argument('--repeat', type=int, default=3, help='runs of each (medians)')
+    args = parser.parse_args()
+    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+    context = Context()
+    rclpy.init(context=context, domain_id=1 + os.getpid() % 200,
+               signal_handler_options=SignalHandlerOptions.NO)
+    print(f'load average before: {os.getloadavg()[0]:.2f}')
+    try:
+        rows = [(f'executor: {name}', executor_cost, name) for name in EXECUTORS]
+        rows += [(f'wait: {name}', wait_cost, name)
+                 for name in ('time.sleep', 'Event.wait', 'rcl wait on a timer')]
+        results: dict[str, list[float]] = {label: [] for label, _, _ in rows}
+        for _ in range(args.repeat):  # interleaved, so that drift spreads over every row
+            for label, measure, name in rows:
+                results[label].append(measure(context, name, args.seconds))
+        print('| what wakes every 10 ms | CPU per wake-up (µs), median | runs |')
+        print('|---|---:|---|')
+        for label, values in results.items():
+            runs = ', '.join(f'{v:.0f}' for v in values)
+            print(f'| {label} | {np.median(values):.0f} | {runs} |')
+        print(f'load average after: {os.getloadavg()[0]:.2f}')
+    finally:
+        context.try_shutdown()
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())
