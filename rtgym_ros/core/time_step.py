@@ -16,6 +16,7 @@ executor's loop and being woken through it (hundreds); if the action comes later
 to the executor as a task.
 """
 
+import _thread
 import threading
 import time
 from typing import Any, Callable, Protocol
@@ -42,6 +43,32 @@ class DeadlineTimer(Protocol):
     def cancel(self) -> None: ...
 
 
+class _Signal:
+    """
+    A one-shot wake-up on a bare lock: threading.Event's set, clear and wait, one C call each.
+
+    The hand-over runs twice per time-step; Event.wait goes through a Condition in Python (a
+    new lock, a waiter list) on both threads. Cleared and waited on by one thread only (the
+    executor thread); set from any. A wait that returns True consumes the signal.
+    """
+
+    def __init__(self) -> None:
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()  # locked: not set
+
+    def notify(self) -> None:
+        try:
+            self._lock.release()
+        except RuntimeError:  # already set
+            pass
+
+    def clear(self) -> None:
+        self._lock.acquire(False)
+
+    def wait(self, timeout: float) -> bool:
+        return self._lock.acquire(timeout=timeout)
+
+
 class TimeStepRunner:
     """Drives the schedule with a :class:`DeadlineTimer`; one time-step at a time."""
 
@@ -66,7 +93,7 @@ class TimeStepRunner:
         self.error: BaseException | None = None
         self.handover_wait = handover_wait
         self._handover_lock = threading.Lock()
-        self._action_ready = threading.Event()
+        self._action_ready = _Signal()
         self._waiting_for_action = False
         self._next_action: tuple | None = None
         self._pending_start: tuple | None = None
@@ -82,13 +109,13 @@ class TimeStepRunner:
         with self._handover_lock:
             if self._waiting_for_action:
                 self._next_action = (action,)
-                self._action_ready.set()
+                self._action_ready.notify()
                 return
         post(self.start, action)
 
     def release(self) -> None:
         """User thread: no action is coming now; let the executor thread go back to work."""
-        self._action_ready.set()
+        self._action_ready.notify()
 
     def _wait_for_next_action(self) -> None:
         """Executor thread, at t_end: start the next time-step here if its action comes soon."""
