@@ -28,6 +28,7 @@ class DeadlineTimer:
         self._target: float | None = None
         self._callback: Callable[[], None] | None = None
         self._timer = node.create_timer(3600.0, self._on_timer, autostart=False)
+        self._timer_running = False  # cancel() only what runs: it is an rcl call
 
     @property
     def armed(self) -> bool:
@@ -65,38 +66,38 @@ class DeadlineTimer:
     def cancel(self) -> None:
         self._target = None
         self._callback = None
-        self._timer.cancel()
+        self._stop_timer()
 
     def destroy(self) -> None:
         self.cancel()
         self._node.destroy_timer(self._timer)
 
     def _schedule(self) -> None:
+        sim_time = self._sim_time()
         remaining = self._target - self.now()
-        if remaining <= self._early_wake():
-            self._timer.cancel()
+        early = _SIM_TIME_SLACK if sim_time else max(self._lead, _MIN_WALL_LEAD)
+        if remaining <= early:
+            self._stop_timer()
+            if not sim_time and remaining > 0.0:
+                time.sleep(remaining)  # on wall time, the last stretch is slept
             self._fire()
             return
-        self._timer.timer_period_ns = int((remaining - self._early_wake()) * 1e9)
+        self._timer.timer_period_ns = int((remaining - early) * 1e9)
         self._timer.reset()
+        self._timer_running = True
 
-    def _early_wake(self) -> float:
-        """How early the timer may wake: ``lead`` on wall time, nothing on sim time."""
-        if self._sim_time():
-            return _SIM_TIME_SLACK
-        return max(self._lead, _MIN_WALL_LEAD)
+    def _stop_timer(self) -> None:
+        if self._timer_running:
+            self._timer.cancel()
+            self._timer_running = False
 
     def _on_timer(self) -> None:
-        self._timer.cancel()
+        self._stop_timer()
         if self._target is None:
             return
         self._schedule()
 
     def _fire(self) -> None:
-        if not self._sim_time():
-            remaining = self._target - self.now()
-            if remaining > 0.0:
-                time.sleep(remaining)
         callback = self._callback
         self._target = None
         self._callback = None
