@@ -30,6 +30,7 @@ from rtgym_ros.msgconv.type_names import interface_name
 from rtgym_ros.robot.services import build_request, check_response, ServiceCaller
 from rtgym_ros.robot.slots import SignalSlot, Slot, wait_all
 from rtgym_ros.robot.spec import ObservationSlotSpec, RobotSpec, ServiceSpec, SignalSpec
+from rtgym_ros.ros.clock_seconds import clock_seconds
 from rtgym_ros.ros.deferred_log import DeferredLog
 from rtgym_ros.ros.graph import describe_publishers, describe_service, GraphWatch
 
@@ -146,7 +147,7 @@ class RosInterface(RealTimeGymInterface):
         return True
 
     def now(self) -> float:
-        return self._clock.now().nanoseconds * 1e-9
+        return clock_seconds(self._clock)
 
     def close(self) -> None:
         self._log.destroy()

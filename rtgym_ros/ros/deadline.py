@@ -12,6 +12,7 @@ import time
 from typing import Callable
 
 from rclpy.node import Node
+from rtgym_ros.ros.clock_seconds import clock_seconds
 
 _SIM_TIME_SLACK = 1e-9  # /clock has ns resolution: 'reached' means within one tick
 _MIN_WALL_LEAD = 50e-6  # below this, re-arming a timer costs more than sleeping
@@ -23,7 +24,6 @@ class DeadlineTimer:
     def __init__(self, node: Node, *, lead: float) -> None:
         self._node = node
         self._clock = node.get_clock()
-        self._clock_handle = self._clock.handle
         self._lead = lead
         self._target: float | None = None
         self._callback: Callable[[], None] | None = None
@@ -39,13 +39,10 @@ class DeadlineTimer:
         return self._target
 
     def now(self) -> float:
-        # rclpy's Clock.now() without its Time object: several calls a time-step.
-        with self._clock_handle:
-            return self._clock_handle.get_now().nanoseconds * 1e-9
+        return clock_seconds(self._clock)
 
     def _sim_time(self) -> bool:
-        with self._clock_handle:
-            return self._clock_handle.get_ros_time_override_is_enabled()
+        return self._clock.ros_time_is_active
 
     def arm(self, target: float, callback: Callable[[], None]) -> None:
         """

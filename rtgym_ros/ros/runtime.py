@@ -35,6 +35,7 @@ from rclpy.qos import QoSProfile
 from rclpy.signals import SignalHandlerOptions
 from rclpy.time_source import TimeSource
 
+from rtgym_ros.ros.clock_seconds import clock_seconds
 from rtgym_ros.ros.lean_executor import LeanExecutor
 from rtgym_ros.ros.serialized import SerializedReceiver
 from rtgym_ros.ros.spin import SpinThread
@@ -117,6 +118,7 @@ class RosRuntime:
                              start_parameter_services=False)
             self.executor = make_main_executor(self.context)
             self.executor.add_node(self.node)
+            self._clock = self.node.get_clock()
         except BaseException:
             self.context.try_shutdown()
             raise
@@ -205,7 +207,7 @@ class RosRuntime:
 
     def now(self) -> float:
         """Seconds on the node's clock (``/clock`` under ``use_sim_time``)."""
-        return self.node.get_clock().now().nanoseconds * 1e-9
+        return clock_seconds(self._clock)
 
     def wait_for_clock(self, *, timeout: float) -> None:
         """Under sim time, wait for the first /clock message (a lockstep sim starts at 0)."""
