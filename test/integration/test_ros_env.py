@@ -72,7 +72,9 @@ def test_observation_shows_the_applied_action_with_the_buffer_delay(spawn, make_
         assert buffer == [applied[-1], a], 'the action buffer is [applied, newest]'
         position, count, resets = obs['joints'].tolist()
         assert position != a, f'step {i}: the observation shows an action not yet applied'
-        assert position in applied, f'step {i}: {position} was never commanded'
+        # 0.0: the robot's state before any command, still the newest one at the first captures
+        # when a loaded machine delays the reset's default action.
+        assert position in [0.0, *applied], f'step {i}: {position} was never commanded'
         assert resets == 0.0
         if position == buffer[0]:
             matches += 1
