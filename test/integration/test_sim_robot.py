@@ -334,36 +334,6 @@ def test_reset_with_reset_time_rewinds_the_sim_clock(fast_pendulum):
     assert stamp(msg) < 1.0 < before
 
 
-def test_reset_with_reset_time_sends_the_rewound_clock_before_the_state(fast_pendulum):
-    """
-    An env drops what came before its clock went back: the rewound /clock must go out first.
-
-    DDS does not order messages across topics on arrival, so the order is the writers' source
-    timestamps (one process, one clock).
-    """
-    sent = {'clock': [], 'state': []}
-    node = fast_pendulum.probe.node
-
-    def keep(key: str):
-        return lambda msg, info: sent[key].append((stamp(msg), info['source_timestamp']))
-
-    subs = [node.create_subscription(Clock, '/clock', keep('clock'), QoSProfile(depth=200)),
-            node.create_subscription(JointState, f'{fast_pendulum.sim.ns}/pendulum/joint_states',
-                                     keep('state'), QoSProfile(depth=200))]
-    try:
-        time.sleep(0.5)  # the sim's writers learn about the new readers
-        fast_pendulum.reset()
-        wait_until(lambda: any(t < 0.1 for t, _ in sent['clock'])
-                   and any(t < 0.1 for t, _ in sent['state']), 5.0,
-                   '/clock and a JointState of the rewound time')
-        first_state_time, state_sent = min(p for p in sent['state'] if p[0] < 0.1)
-        clock_sent = [source for t, source in sent['clock'] if t <= first_state_time + 1e-9]
-        assert clock_sent and min(clock_sent) < state_sent, (clock_sent, state_sent)
-    finally:
-        for sub in subs:
-            node.destroy_subscription(sub)
-
-
 def test_real_time_factor_zero_runs_as_fast_as_possible(fast_pendulum):
     assert set_parameters(fast_pendulum, real_time_factor=0)[0].successful
     try:

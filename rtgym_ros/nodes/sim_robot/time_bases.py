@@ -239,21 +239,14 @@ class SimTime(TimeBase):
         self._real_time_factor = real_time_factor
 
     def _step(self, out: Outbox) -> None:
-        """
-        One physics step, and /clock when it is due, sent before the step's sensors (lock held).
-
-        /clock first: after a reset with ``reset_time`` an env drops what came before its clock
-        went back, so a state sent ahead of the rewound clock would be lost.
-        """
-        sensors: Outbox = []
-        self._physics.step(sensors)
+        """One physics step, and /clock when it is due (lock held)."""
+        self._physics.step(out)
         t = self._physics.t
         if t >= self._next_clock:
             self._next_clock += self._clock_period_ns
             if self._next_clock <= t:
                 self._next_clock = t + self._clock_period_ns
             out.append((self._clock_pub, Clock(clock=Time(nanoseconds=t).to_msg())))
-        out.extend(sensors)
 
     def _run_sim_loop(self) -> None:
         """Step by dt, paced to real_time_factor against the steady wall clock."""
