@@ -467,8 +467,9 @@ class RosInterface(RealTimeGymInterface):
     def on_clock_jump(self, delta: float) -> None:
         """Forget data of the old time base when the clock went back (a simulator reset)."""
         if delta < 0.0:
+            now = self.now()  # the rewound time: the jump callback runs once it is set
             for slot in self.slots:
-                slot.clear()
+                slot.forget_after(now)
             for signal in self._signals.values():
                 signal.clear()
 

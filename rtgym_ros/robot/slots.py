@@ -72,12 +72,20 @@ class Slot:
 
     # -- any thread -----------------------------------------------------------------------------
 
-    def clear(self) -> None:
-        """Forget what was received (the clock went back: stamps of another time base)."""
+    def forget_after(self, now: float) -> None:
+        """
+        Forget data stamped after ``now``: the clock has just gone back to ``now``.
+
+        Data of the old time base is stamped later than that (a receive stamp included). What a
+        simulator sent of its new time base before the rewound ``/clock`` (DDS does not order
+        messages across topics) is stamped at or before ``now``, and stays.
+        """
         with self._changed:
-            self.message, self.stamp = None, -np.inf
-            if self._joints is not None:
-                self._joints.clear()
+            newest = self._joints.newest() if self._joints is not None else self.stamp
+            if newest > now:
+                self.message, self.stamp = None, -np.inf
+                if self._joints is not None:
+                    self._joints.clear()
 
     def abort(self) -> None:
         """End every wait now (the env is closing), and every later one."""
@@ -202,6 +210,10 @@ class _JointTable:
         merged.name = list(self.names)
         merged.position, merged.velocity, merged.effort = (row.tolist() for row in self._values)
         return merged
+
+    def newest(self) -> float:
+        """Return the latest stamp of any joint (-inf before any)."""
+        return float(self._stamps.max())
 
     def unseen(self) -> list[str]:
         return [name for name, stamp in zip(self.names, self._stamps) if stamp == -np.inf]
