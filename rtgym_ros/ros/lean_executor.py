@@ -51,6 +51,19 @@ class LeanExecutor(SingleThreadedExecutor):
             self._posted.append((function, args))
         self.wake()
 
+    def has_work(self) -> bool:
+        """Say whether posted work or rclpy tasks wait for the loop (any thread)."""
+        return bool(self._posted) or bool(self._tasks)
+
+    def next_timer_due(self) -> float | None:
+        """Seconds until the first running timer of the node is due; None: none runs."""
+        node = self._single_node()
+        if node is None:
+            return None
+        due = [ns for ns in (timer.time_until_next_call() for timer in node.timers)
+               if ns is not None]
+        return max(0.0, min(due) * 1e-9) if due else None
+
     @property
     def lean(self) -> bool:
         """Say whether the last wait was this executor's own (else rclpy's loop served it)."""
@@ -80,7 +93,9 @@ class LeanExecutor(SingleThreadedExecutor):
         return nodes[0] if len(nodes) == 1 else None
 
     def _run_posted(self) -> None:
-        while self._posted:
+        # What was posted before this call only: a posted time-step start can post the next
+        # one before it returns, and the timers must get their turn in between.
+        for _ in range(len(self._posted)):
             function, args = self._posted.popleft()
             function(*args)
         if self._tasks:  # rclpy tasks: coroutines of callbacks, events of publishers

@@ -188,3 +188,62 @@ def test_the_main_executor_is_chosen_by_environment(monkeypatch):
             make_main_executor(context)
     finally:
         context.try_shutdown()
+
+
+def test_next_timer_due_is_rcls_time_until_the_first_running_timer():
+    context = _context()
+    node = _node(f'lean_due_{time.monotonic_ns()}', context)
+    executor = LeanExecutor(context=context)
+    executor.add_node(node)
+    try:
+        assert executor.next_timer_due() is None  # no timer
+        stopped = node.create_timer(0.01, lambda: None, autostart=False)
+        assert executor.next_timer_due() is None  # a cancelled timer is never due
+        slow = node.create_timer(5.0, lambda: None)
+        fast = node.create_timer(2.0, lambda: None)
+        due = executor.next_timer_due()
+        assert due is not None and 1.5 < due <= 2.0
+        assert due <= fast.time_until_next_call() * 1e-9 + 1e-3
+        fast.cancel()
+        assert 4.5 < executor.next_timer_due() <= 5.0
+        assert stopped.is_canceled() and slow.time_until_next_call() is not None
+    finally:
+        executor.shutdown(timeout_sec=_BOUND)
+        node.destroy_node()
+        context.try_shutdown()
+
+
+def test_has_work_says_when_posted_work_waits_for_the_loop():
+    context = _context()
+    node = _node(f'lean_work_{time.monotonic_ns()}', context)
+    executor = LeanExecutor(context=context)
+    executor.add_node(node)
+    try:
+        assert not executor.has_work()
+        ran = []
+        executor.post(ran.append, 1)  # nobody spins: it waits
+        assert executor.has_work()
+        executor.spin_once(timeout_sec=0.0)
+        assert ran == [1] and not executor.has_work()
+    finally:
+        executor.shutdown(timeout_sec=_BOUND)
+        node.destroy_node()
+        context.try_shutdown()
+
+
+def test_timers_get_their_turn_while_posted_work_keeps_posting_more(spun):
+    """A posted time-step start posts the next one before it returns: timers must still fire."""
+    node, executor, _ = spun
+    fired = threading.Event()
+    node.create_timer(0.05, fired.set)
+    stop = threading.Event()
+
+    def again() -> None:
+        if not stop.is_set():
+            executor.post(again)
+
+    executor.post(again)
+    try:
+        _wait(fired, 'the timer fired while posted work kept coming')
+    finally:
+        stop.set()

@@ -502,6 +502,42 @@ def test_diagnostics_are_published(probe, spawn, make_env):
         probe.node.destroy_subscription(subscription)
 
 
+def test_diagnostics_keep_coming_while_the_env_steps_back_to_back(probe, spawn, make_env):
+    """
+    Steps shorter than the timer lead run back to back on the executor thread.
+
+    Its timers (diagnostics here) still get their turn while the agent keeps stepping.
+    """
+    robot = spawn()
+    node_name = f'diag_busy_{next_name()}'
+    step_counts: list[int] = []
+    lock = threading.Lock()
+
+    def on_array(msg: DiagnosticArray) -> None:
+        with lock:
+            step_counts.extend(int(v.value) for s in msg.status
+                               if s.name == f'rtgym_ros: {node_name}'
+                               for v in s.values if v.key == 'steps')
+
+    subscription = probe.node.create_subscription(DiagnosticArray, '/diagnostics', on_array,
+                                                  QoSProfile(depth=50))
+    try:
+        env = make_env(robot, node_name=node_name, diagnostics_period=0.2,
+                       time_step_duration=0.02, start_obs_capture=0.02)
+        env.reset()
+        steps = 120  # 2.4 s
+        for _ in range(steps):
+            env.step(act(0.5))
+            time.sleep(0.01)  # the agent's own work: half a step
+        wait_until(lambda: any(count >= steps for count in step_counts), 5.0,
+                   'the status after the last step')
+        with lock:
+            during = {count for count in step_counts if 0 < count < steps}
+        assert len(during) >= 3, f'statuses published while stepping: {sorted(during)}'
+    finally:
+        probe.node.destroy_subscription(subscription)
+
+
 def test_same_config_in_two_namespaces_does_not_cross_talk(spawn, make_env, tmp_path):
     robots = spawn(), spawn()
     config = write_config(tmp_path / 'shared.yaml', robot_params())
