@@ -139,7 +139,9 @@ class RealTimeEnv(gymnasium.Env):
             on_start=self._on_step_start, on_error=self._stop_robot,
             on_complete=self._arm_watchdog, bench=self.bench if self.benchmark else None,
             handover_wait=self._handover_wait(lockstep=lockstep),
-            advance=interface.advance_to if lockstep else None)
+            advance=interface.advance_to if lockstep else None,
+            executor_turn=self._runtime.executor_turn,
+            executor_work=self._runtime.executor_has_work)
         self._jump_handle = node.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1),
                           on_clock_change=False),

@@ -6,9 +6,9 @@ it the node's ROS clock (wall time or ``/clock``), and the unit tests feed it a 
 rtgym semantics can be checked exactly and without sleeping.
 """
 
-from dataclasses import dataclass
 import enum
 import math
+from typing import NamedTuple
 
 
 class StepStart(enum.Enum):
@@ -22,8 +22,7 @@ class StepStart(enum.Enum):
     """Started at ``now`` after ``wait()``: an expected break, not worth a warning."""
 
 
-@dataclass(frozen=True)
-class StepOutcome:
+class StepOutcome(NamedTuple):
     """What :meth:`ElasticSchedule.begin_step` decided, for warnings and statistics."""
 
     start: StepStart

@@ -11,21 +11,25 @@ Lockstep: right after the action is sent, the paused simulator is asked to advan
 (``rtgym_ros.ros.deadline.ClockDeadline``: on the executor thread itself while it comes soon).
 
 Hand-over: right after a time-step completes, the executor thread itself waits a short while
-for the next action (a plain event, tens of microseconds) instead of going back to the
+for the next action (a bare lock, tens of microseconds) instead of going back to the
 executor's loop and being woken through it (hundreds); if the action comes later, it is posted
 to the executor as a task.
 """
 
-import _thread
 import threading
 import time
 from typing import Any, Callable, Protocol
 
 from rtgym_ros.core.schedule import ElasticSchedule, StepOutcome
 from rtgym_ros.core.timing import Benchmark
+from rtgym_ros.core.wakeups import Latch, Signal
 
 
-_MAX_CHAIN = 0.05  # s of back-to-back steps before the executor gets a turn (other timers)
+_DEFAULT_TURN = 0.05  # s of back-to-back steps before the executor's loop gets a turn
+
+
+def _no_work() -> bool:
+    return False
 
 
 class DeadlineTimer(Protocol):
@@ -43,32 +47,6 @@ class DeadlineTimer(Protocol):
     def cancel(self) -> None: ...
 
 
-class _Signal:
-    """
-    A one-shot wake-up on a bare lock: threading.Event's set, clear and wait, one C call each.
-
-    The hand-over runs twice per time-step; Event.wait goes through a Condition in Python (a
-    new lock, a waiter list) on both threads. Cleared and waited on by one thread only (the
-    executor thread); set from any. A wait that returns True consumes the signal.
-    """
-
-    def __init__(self) -> None:
-        self._lock = _thread.allocate_lock()
-        self._lock.acquire()  # locked: not set
-
-    def notify(self) -> None:
-        try:
-            self._lock.release()
-        except RuntimeError:  # already set
-            pass
-
-    def clear(self) -> None:
-        self._lock.acquire(False)
-
-    def wait(self, timeout: float) -> bool:
-        return self._lock.acquire(timeout=timeout)
-
-
 class TimeStepRunner:
     """Drives the schedule with a :class:`DeadlineTimer`; one time-step at a time."""
 
@@ -77,7 +55,9 @@ class TimeStepRunner:
                  on_start: Callable[[StepOutcome], None], on_error: Callable[[], None],
                  on_complete: Callable[[], None] = lambda: None,
                  bench: Benchmark | None = None, handover_wait: float = 0.0,
-                 advance: Callable[[float], None] | None = None) -> None:
+                 advance: Callable[[float], None] | None = None,
+                 executor_turn: Callable[[], float] = lambda: _DEFAULT_TURN,
+                 executor_work: Callable[[], bool] = _no_work) -> None:
         self.schedule = schedule
         self._timer = timer
         self._send_control = send_control
@@ -88,16 +68,20 @@ class TimeStepRunner:
         self._bench = bench
         self._advance = advance
         """Lockstep: ask the simulator to advance to a time; the timers then wait for it."""
-        self.done = threading.Event()
-        self.done.set()
+        self._executor_turn = executor_turn
+        """Seconds of back-to-back steps before the executor's loop needs the thread back."""
+        self._executor_work = executor_work
+        """Whether work waits in the executor's loop now (posted from another thread)."""
+        self.done = Latch(is_set=True)
         self.error: BaseException | None = None
         self.handover_wait = handover_wait
         self._handover_lock = threading.Lock()
-        self._action_ready = _Signal()
+        self._action_ready = Signal()
         self._waiting_for_action = False
         self._next_action: tuple | None = None
         self._pending_start: tuple | None = None
-        self._chain_started: float | None = None
+        self._chaining = False
+        self._turn_due: float | None = None  # monotonic time the executor's loop needs a turn
 
     def prepare(self) -> None:
         """User thread, before posting :meth:`start`: the step is now running."""
@@ -134,15 +118,15 @@ class TimeStepRunner:
         completion, to the next hand-over and start: those run in this loop, not nested.
         """
         self._pending_start = (action,)
-        if self._chain_started is not None:
+        if self._chaining:
             return  # an outer start() is looping: it picks this one up
-        self._chain_started = time.monotonic()
+        self._chaining, self._turn_due = True, None
         try:
             while self._pending_start is not None:
                 (action,), self._pending_start = self._pending_start, None
                 self._start_one(action)
         finally:
-            self._chain_started = None
+            self._chaining = False
 
     def _start_one(self, action: Any) -> None:
         try:
@@ -174,9 +158,7 @@ class TimeStepRunner:
     def _complete(self) -> None:
         # Listen for the next action before releasing step(): an action handed over from now
         # on comes to this thread directly, none can slip into the executor's task queue.
-        listening = self.handover_wait > 0.0 and (
-            self._chain_started is None
-            or time.monotonic() - self._chain_started < _MAX_CHAIN)
+        listening = self.handover_wait > 0.0 and self._keeps_the_thread()
         if listening:
             with self._handover_lock:
                 self._waiting_for_action = True
@@ -191,6 +173,21 @@ class TimeStepRunner:
             self._fail(error)
         if listening:
             self._wait_for_next_action()
+
+    def _keeps_the_thread(self) -> bool:
+        """
+        At ``t_end``: say whether the next time-step may start on this thread.
+
+        Else the executor's loop gets it back. Back-to-back steps hold the executor thread:
+        its other timers (diagnostics, the log flush) wait for the turn the executor gives
+        (asked once per chain), and posted work (a clock jump, a call from the user's thread)
+        ends the chain at once.
+        """
+        if not self._chaining:
+            return True  # called from the executor's loop (a timer): the chain starts here
+        if self._turn_due is None:
+            self._turn_due = time.monotonic() + self._executor_turn()
+        return time.monotonic() < self._turn_due and not self._executor_work()
 
     def on_clock_jump(self, delta: float) -> None:
         """Executor thread: the clock jumped by ``delta`` s; keep the step's phase, no hang."""

@@ -30,7 +30,7 @@ from rtgym_ros.msgconv.type_names import interface_name
 from rtgym_ros.robot.services import build_request, check_response, ServiceCaller
 from rtgym_ros.robot.slots import SignalSlot, Slot, wait_all
 from rtgym_ros.robot.spec import ObservationSlotSpec, RobotSpec, ServiceSpec, SignalSpec
-from rtgym_ros.ros.clock_seconds import clock_seconds
+from rtgym_ros.ros.clock_reader import ClockReader
 from rtgym_ros.ros.deferred_log import DeferredLog
 from rtgym_ros.ros.graph import describe_publishers, describe_service, GraphWatch
 
@@ -84,6 +84,7 @@ class RosInterface(RealTimeGymInterface):
         self._log = DeferredLog(node)
         self._io_node = io_node or node
         self._clock = node.get_clock()
+        self._clock_reader = ClockReader(self._clock)
         self._publishers = [node.create_publisher(group.writer.msg_type, group.topic, group.qos)
                             for group in self.spec.actions]
         if self.recorder is not None:
@@ -147,9 +148,10 @@ class RosInterface(RealTimeGymInterface):
         return True
 
     def now(self) -> float:
-        return clock_seconds(self._clock)
+        return self._clock_reader.now()
 
     def close(self) -> None:
+        self._clock_reader.destroy()
         self._log.destroy()
         if self._graph_watch is not None:
             self._graph_watch.destroy()

@@ -12,7 +12,7 @@ import time
 from typing import Callable
 
 from rclpy.node import Node
-from rtgym_ros.ros.clock_seconds import clock_seconds
+from rtgym_ros.ros.clock_reader import ClockReader
 
 _SIM_TIME_SLACK = 1e-9  # /clock has ns resolution: 'reached' means within one tick
 _MIN_WALL_LEAD = 50e-6  # below this, re-arming a timer costs more than sleeping
@@ -23,7 +23,7 @@ class DeadlineTimer:
 
     def __init__(self, node: Node, *, lead: float) -> None:
         self._node = node
-        self._clock = node.get_clock()
+        self._clock = ClockReader(node.get_clock())
         self._lead = lead
         self._target: float | None = None
         self._callback: Callable[[], None] | None = None
@@ -39,10 +39,7 @@ class DeadlineTimer:
         return self._target
 
     def now(self) -> float:
-        return clock_seconds(self._clock)
-
-    def _sim_time(self) -> bool:
-        return self._clock.ros_time_is_active
+        return self._clock.now()
 
     def arm(self, target: float, callback: Callable[[], None]) -> None:
         """
@@ -68,10 +65,12 @@ class DeadlineTimer:
     def destroy(self) -> None:
         self.cancel()
         self._node.destroy_timer(self._timer)
+        self._clock.destroy()
 
     def _schedule(self) -> None:
-        sim_time = self._sim_time()
-        remaining = self._target - self.now()
+        clock = self._clock
+        sim_time = clock.sim_time
+        remaining = self._target - clock.now()
         early = _SIM_TIME_SLACK if sim_time else max(self._lead, _MIN_WALL_LEAD)
         if remaining <= early:
             self._stop_timer()

@@ -35,12 +35,14 @@ from rclpy.qos import QoSProfile
 from rclpy.signals import SignalHandlerOptions
 from rclpy.time_source import TimeSource
 
-from rtgym_ros.ros.clock_seconds import clock_seconds
+from rtgym_ros.ros.clock_reader import ClockReader
 from rtgym_ros.ros.lean_executor import LeanExecutor
 from rtgym_ros.ros.serialized import SerializedReceiver
 from rtgym_ros.ros.spin import SpinThread
 
 T = TypeVar('T')
+_LONGEST_TURN = 1.0  # s: timers created meanwhile, tasks of publisher events, wait that long
+_SHORT_TURN = 0.05  # s: the turn rclpy's loop gets when it serves subscriptions or services
 
 
 class RuntimeClosedError(RuntimeError):
@@ -118,7 +120,7 @@ class RosRuntime:
                              start_parameter_services=False)
             self.executor = make_main_executor(self.context)
             self.executor.add_node(self.node)
-            self._clock = self.node.get_clock()
+            self._clock = ClockReader(self.node.get_clock())
         except BaseException:
             self.context.try_shutdown()
             raise
@@ -207,7 +209,7 @@ class RosRuntime:
 
     def now(self) -> float:
         """Seconds on the node's clock (``/clock`` under ``use_sim_time``)."""
-        return clock_seconds(self._clock)
+        return self._clock.now()
 
     def wait_for_clock(self, *, timeout: float) -> None:
         """Under sim time, wait for the first /clock message (a lockstep sim starts at 0)."""
@@ -241,6 +243,25 @@ class RosRuntime:
             self.executor.post(function, *args)
         else:
             self.executor.create_task(function, *args)
+
+    def executor_turn(self) -> float:
+        """
+        Executor thread: seconds it may run back-to-back time-steps before its loop needs it.
+
+        Until the node's next timer is due (at most ``_LONGEST_TURN``) when this runtime's own
+        loop serves the node; rclpy's loop (a node with subscriptions or services) cannot say
+        when a message comes, so it gets a turn every ``_SHORT_TURN``.
+        """
+        executor = self.executor
+        if not isinstance(executor, LeanExecutor) or not executor.lean:
+            return _SHORT_TURN
+        due = executor.next_timer_due()
+        return _LONGEST_TURN if due is None else min(due, _LONGEST_TURN)
+
+    def executor_has_work(self) -> bool:
+        """Say whether work posted from another thread waits for the executor's loop."""
+        executor = self.executor
+        return isinstance(executor, LeanExecutor) and executor.has_work()
 
     def call(self, function: Callable[..., T], *args: Any, timeout: float | None = None) -> T:
         """Run ``function(*args)`` on the executor thread and return its result (or raise)."""
@@ -295,6 +316,7 @@ class RosRuntime:
             self._serialized.close(timeout=timeout)
         for _, spinner in spun:
             spinner.executor.shutdown(timeout_sec=timeout)
+        self._clock.destroy()
         for node, _ in spun:
             node.destroy_node()
         self.context.try_shutdown()

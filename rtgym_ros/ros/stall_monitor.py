@@ -10,10 +10,10 @@ time: past ``stall_timeout`` seconds without progress it is logged (once per sta
 wait for a sensor by configuration).
 """
 
-import threading
 import time
 from typing import Callable
 
+from rtgym_ros.core.wakeups import Latch
 from rtgym_ros.ros.runtime import RosRuntime, RuntimeClosedError
 
 _POLL = 0.1  # s between checks while waiting
@@ -32,7 +32,7 @@ class StallMonitor:
         self.stalled_waits = 0
         """How many waits went past ``stall_timeout`` without progress."""
 
-    def wait(self, done: threading.Event, *, step_end: float,
+    def wait(self, done: Latch, *, step_end: float,
              nudge: Callable[[], None] | None = None) -> None:
         """
         Block until ``done``; raise RuntimeClosedError if the runtime closes or dies.
@@ -41,9 +41,11 @@ class StallMonitor:
         from then on (a long time-step is no stall). ``nudge`` is called every half second
         without progress (lockstep: ask the simulator again).
         """
+        if done.wait(_POLL):  # nearly every step: nothing to check
+            return
         runtime = self._runtime
         last_clock = runtime.now()
-        progress = time.monotonic()
+        progress = time.monotonic()  # one poll late: a stall is counted in seconds
         if not self._use_sim_time and step_end == step_end:  # NaN before the first step
             progress += max(0.0, step_end - last_clock)
         reported = False

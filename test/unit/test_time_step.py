@@ -210,3 +210,62 @@ def test_hand_over_posts_when_the_executor_is_not_listening():
     posted = []
     runner.hand_over('a', lambda function, action: posted.append((function, action)))
     assert posted == [(runner.start, 'a')] and not runner.done.is_set()
+
+
+def _chain(count: int, **turn) -> int:
+    """Run ``count`` back-to-back steps (deadlines past) and return how many were posted."""
+    timer = FakeDeadlineTimer(10.0)
+    schedule = ElasticSchedule(time_step_duration=T, start_obs_capture=T,
+                               time_step_timeout_factor=1e9)
+    schedule.initialize(10.0)
+    recorder = Recorder(timer)
+    runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=recorder.send,
+                            capture=recorder.capture, on_start=recorder.outcomes.append,
+                            on_error=recorder.safe, handover_wait=1.0, **turn)
+    tasks = queue.Queue()
+    posted = []
+
+    def post(function, action):
+        posted.append(action)
+        tasks.put((function, action))
+
+    def agent():
+        for index in range(1, count):
+            assert runner.done.wait(5.0)
+            runner.hand_over(index, post)
+        assert runner.done.wait(5.0)
+        runner.release()
+
+    thread = threading.Thread(target=agent)
+    timer.time = 10.0 + 1e6
+    runner.prepare()
+    thread.start()
+    runner.start(0)
+    while thread.is_alive() or not tasks.empty():
+        try:
+            function, action = tasks.get(timeout=0.1)
+        except queue.Empty:
+            continue
+        function(action)
+    sent = [action for event, action, _ in recorder.events if event == 'send']
+    assert runner.error is None and sent == list(range(count))
+    return len(posted)
+
+
+def test_back_to_back_steps_keep_the_thread_while_the_executor_grants_the_turn():
+    asked = []
+
+    def turn():
+        asked.append(1)
+        return 60.0
+
+    assert _chain(200, executor_turn=turn) == 0  # every action taken directly
+    assert len(asked) == 1  # asked once per chain, not per step
+
+
+def test_a_due_executor_turn_sends_every_next_action_through_the_executor():
+    assert _chain(50, executor_turn=lambda: 0.0) == 49
+
+
+def test_work_posted_to_the_executor_ends_the_chain_at_once():
+    assert _chain(50, executor_turn=lambda: 60.0, executor_work=lambda: True) == 49
