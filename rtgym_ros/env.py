@@ -141,7 +141,7 @@ class RealTimeEnv(gymnasium.Env):
             handover_wait=self._handover_wait(lockstep=lockstep),
             advance=interface.advance_to if lockstep else None,
             executor_turn=self._runtime.executor_turn,
-            executor_work=self._runtime.executor_has_work)
+            executor_work=self._runtime.executor_work_check())
         self._jump_handle = node.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1),
                           on_clock_change=False),

@@ -45,6 +45,10 @@ _LONGEST_TURN = 1.0  # s: timers created meanwhile, tasks of publisher events, w
 _SHORT_TURN = 0.05  # s: the turn rclpy's loop gets when it serves subscriptions or services
 
 
+def _no_work() -> bool:
+    return False
+
+
 class RuntimeClosedError(RuntimeError):
     """The runtime was closed, or its executor thread died."""
 
@@ -258,10 +262,11 @@ class RosRuntime:
         due = executor.next_timer_due()
         return _LONGEST_TURN if due is None else min(due, _LONGEST_TURN)
 
-    def executor_has_work(self) -> bool:
-        """Say whether work posted from another thread waits for the executor's loop."""
-        executor = self.executor
-        return isinstance(executor, LeanExecutor) and executor.has_work()
+    def executor_work_check(self) -> Callable[[], bool]:
+        """Return a call that says whether work posted to the executor thread waits for it."""
+        if isinstance(self.executor, LeanExecutor):
+            return self.executor.has_work
+        return _no_work  # rclpy's loop: its tasks are not ours to see
 
     def call(self, function: Callable[..., T], *args: Any, timeout: float | None = None) -> T:
         """Run ``function(*args)`` on the executor thread and return its result (or raise)."""
