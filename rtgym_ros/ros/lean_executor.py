@@ -60,8 +60,14 @@ class LeanExecutor(SingleThreadedExecutor):
         node = self._single_node()
         if node is None:
             return None
-        due = [ns for ns in (timer.time_until_next_call() for timer in node.timers)
-               if ns is not None]
+        due = []
+        for timer in node.timers:
+            try:
+                ns = timer.time_until_next_call()
+            except InvalidHandle:  # destroyed meanwhile (another thread): not due
+                continue
+            if ns is not None:
+                due.append(ns)
         return max(0.0, min(due) * 1e-9) if due else None
 
     @property
