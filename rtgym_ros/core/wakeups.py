@@ -38,8 +38,9 @@ class Latch:
     ``threading.Event``'s ``set``, ``clear``, ``is_set`` and ``wait``, on a bare lock.
 
     The lock is held while the latch is clear. A waiter takes it and gives it back at once, so
-    the latch stays set for every other waiter. Cleared by one thread at a time (the thread
-    that starts the work it waits for); set and waited on from any.
+    the latch stays set for every other waiter (``is_set`` reads False for that instant).
+    Cleared by one thread at a time, the thread that starts the work it then waits for (a
+    clear while another thread holds the lock is lost); set and waited on from any.
     """
 
     def __init__(self, *, is_set: bool = False) -> None:

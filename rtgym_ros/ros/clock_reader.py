@@ -15,8 +15,8 @@ class ClockReader:
     ``Clock.now()`` enters the handle twice and builds a ``Time``; right after a wake-up, with
     cold caches, each such call into rclpy costs microseconds. A ROS clock without its sim-time
     override reads the system clock (rcl's ``RCL_ROS_TIME`` falls back to
-    ``CLOCK_REALTIME``), which ``time.time`` reads in one C call; a jump handle tells this reader
-    when the override is switched on or off, and under sim time it asks rcl.
+    ``CLOCK_REALTIME``), which ``time.time`` reads in one C call; a jump callback tells this
+    reader when the override is switched on or off, and under sim time it asks rcl.
     """
 
     def __init__(self, clock: Clock) -> None:
