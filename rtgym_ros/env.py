@@ -19,7 +19,7 @@ import numpy as np
 from rclpy.clock import JumpThreshold, TimeJump
 from rclpy.duration import Duration
 
-from rtgym_ros.core import gil
+from rtgym_ros.core import gc_freeze, gil
 from rtgym_ros.core.config import DEFAULT_CONFIG_DICT, EnvConfig, resolve_config
 from rtgym_ros.core.interface import RealTimeGymInterface
 from rtgym_ros.core.schedule import ElasticSchedule, StepOutcome, StepStart
@@ -108,6 +108,7 @@ class RealTimeEnv(gymnasium.Env):
         self.action_space = self.interface_action_space
         self.observation_space = self._get_observation_space()
         self.init_action_buffer()
+        gc_freeze.acquire(self, cfg.gc_freeze)
 
     # -- executor-thread side ---------------------------------------------------------------
 
@@ -369,6 +370,7 @@ class RealTimeEnv(gymnasium.Env):
         elif not self.last_act_on_reset:
             self.act_buf[-1] = self.default_action
         self._runner.release()
+        gc_freeze.settle(self)
         obs, info = self._on_executor(self._reset_interface, seed, options)
         obs = self._first_observation(obs)
         if not self._schedule.initialized:
@@ -517,6 +519,7 @@ class RealTimeEnv(gymnasium.Env):
         finally:
             runtime.close(timeout=_CLOSE_TIMEOUT)
             gil.release(self)
+            gc_freeze.release(self)
 
     def _shutdown_interface(self) -> None:
         """Executor thread: no more time-steps, robot in its safe state, interface closed."""

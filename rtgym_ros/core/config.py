@@ -38,6 +38,7 @@ ROS_DEFAULTS: dict[str, Any] = {
     'domain_id': None,  # ROS domain; None takes ROS_DOMAIN_ID from the environment
     'timer_lead': 0.025,  # wall clock only: deadlines nearer than this are slept, as rtgym
     'gil_switch_interval': 0.0002,  # sys.setswitchinterval while an env lives; None: leave it
+    'gc_freeze': True,  # gc.freeze() at start and each reset: full collections stay short
     'watchdog_timeout': None,  # wall s without a new action after a time-step end -> safe action
     'clock_stall_timeout': 5.0,  # wall s a step() waits on a stopped /clock or busy executor
     'on_clock_stall': 'warn',  # then: 'warn' (log once per stall) or 'error' (TimeoutError)
@@ -81,6 +82,7 @@ class EnvConfig:
     domain_id: int | None
     timer_lead: float
     gil_switch_interval: float | None
+    gc_freeze: bool
     watchdog_timeout: float | None
     clock_stall_timeout: float
     on_clock_stall: str
@@ -165,6 +167,7 @@ def resolve_config(config: 'dict | EnvConfig | None') -> EnvConfig:
         domain_id=None if domain_id is None else int(domain_id),
         timer_lead=float(values['timer_lead']),
         gil_switch_interval=None if switch is None else float(switch),
+        gc_freeze=bool(values['gc_freeze']),
         watchdog_timeout=float(watchdog) if watchdog else None,
         clock_stall_timeout=check_number(values['clock_stall_timeout'],
                                          key="config['clock_stall_timeout']", minimum=0.0),

@@ -12,7 +12,7 @@ NOT_BOOLS = ['false', 'False', '0', 'n', 'off', '', 0, 1, 0.0, None, [False]]
 
 def test_every_boolean_key_is_checked():
     assert set(BOOL_KEYS) == {'act_in_obs', 'reset_act_buf', 'benchmark', 'wait_on_done',
-                              'last_act_on_reset', 'use_sim_time'}
+                              'last_act_on_reset', 'use_sim_time', 'gc_freeze'}
     assert all(isinstance(DEFAULT_CONFIG_DICT[key], bool) for key in BOOL_KEYS)
 
 
