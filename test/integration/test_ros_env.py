@@ -525,6 +525,7 @@ def test_diagnostics_keep_coming_while_the_env_steps_back_to_back(probe, spawn, 
         env = make_env(robot, node_name=node_name, diagnostics_period=0.2,
                        time_step_duration=0.02, start_obs_capture=0.02)
         env.reset()
+        wait_until(lambda: step_counts, 10.0, 'a first status (discovery)')
         steps = 120  # 2.4 s
         for _ in range(steps):
             env.step(act(0.5))
@@ -623,4 +624,6 @@ def test_newer_than_action_waits_up_to_one_time_step_by_default(spawn, make_env)
                    newer_than_action=True)
     env.reset()
     fresh = [env.step(act(0.5))[4]['newer_than_action']['joints'] for _ in range(8)]
-    assert all(fresh), fresh
+    # Without the wait a capture right after the action is almost never fresh; a sensor
+    # message delayed past 0.1 s by a loaded machine may miss one (seen once in a CI run).
+    assert sum(fresh) >= 7, fresh
