@@ -19,7 +19,7 @@ import numpy as np
 from rclpy.clock import JumpThreshold, TimeJump
 from rclpy.duration import Duration
 
-from rtgym_ros.core import gc_freeze, gil
+from rtgym_ros.core import gc_freeze, gil, timer_slack
 from rtgym_ros.core.config import DEFAULT_CONFIG_DICT, EnvConfig, resolve_config
 from rtgym_ros.core.interface import RealTimeGymInterface
 from rtgym_ros.core.schedule import ElasticSchedule, StepOutcome, StepStart
@@ -115,6 +115,7 @@ class RealTimeEnv(gymnasium.Env):
     def _start_interface(self) -> RealTimeGymInterface:
         """Executor thread: build the interface and the timers that run the time-step."""
         cfg = self.config
+        timer_slack.set_for_this_thread(cfg.timer_slack)  # the deadlines are slept here
         node = self._runtime.node
         interface = cfg.interface(*cfg.interface_args, **cfg.interface_kwargs)
         if getattr(interface, 'wants_io_node', False):

@@ -39,6 +39,7 @@ ROS_DEFAULTS: dict[str, Any] = {
     'timer_lead': 0.025,  # wall clock only: deadlines nearer than this are slept, as rtgym
     'gil_switch_interval': 0.0002,  # sys.setswitchinterval while an env lives; None: leave it
     'gc_freeze': True,  # gc.freeze() at start and each reset: full collections stay short
+    'timer_slack': 1e-6,  # s the kernel may end the executor thread's sleeps late; None: leave it
     'watchdog_timeout': None,  # wall s without a new action after a time-step end -> safe action
     'clock_stall_timeout': 5.0,  # wall s a step() waits on a stopped /clock or busy executor
     'on_clock_stall': 'warn',  # then: 'warn' (log once per stall) or 'error' (TimeoutError)
@@ -83,6 +84,7 @@ class EnvConfig:
     timer_lead: float
     gil_switch_interval: float | None
     gc_freeze: bool
+    timer_slack: float | None
     watchdog_timeout: float | None
     clock_stall_timeout: float
     on_clock_stall: str
@@ -138,6 +140,9 @@ def resolve_config(config: 'dict | EnvConfig | None') -> EnvConfig:
     if switch is not None:
         check_number(values['gil_switch_interval'], key="config['gil_switch_interval']",
                      minimum=1e-6)
+    slack = values['timer_slack']
+    if slack is not None:
+        check_number(slack, key="config['timer_slack']", minimum=1e-9, maximum=1.0)
     watchdog = values['watchdog_timeout']
     if watchdog is not None:
         check_number(values['watchdog_timeout'], key="config['watchdog_timeout']", minimum=0.0)
@@ -168,6 +173,7 @@ def resolve_config(config: 'dict | EnvConfig | None') -> EnvConfig:
         timer_lead=float(values['timer_lead']),
         gil_switch_interval=None if switch is None else float(switch),
         gc_freeze=bool(values['gc_freeze']),
+        timer_slack=None if slack is None else float(slack),
         watchdog_timeout=float(watchdog) if watchdog else None,
         clock_stall_timeout=check_number(values['clock_stall_timeout'],
                                          key="config['clock_stall_timeout']", minimum=0.0),

@@ -1,5 +1,6 @@
 """The env with real rclpy: rtgym's behaviour, timing, threads, errors, benchmarks."""
 
+import sys
 import threading
 import time
 import warnings
@@ -12,6 +13,7 @@ import rtgym  # noqa: F401  (registers real-time-gym-ts-v1, the reference)
 
 import rtgym_ros
 from rtgym_ros import DEFAULT_CONFIG_DICT
+from rtgym_ros.core import timer_slack
 
 T = 0.02
 
@@ -208,6 +210,26 @@ def test_every_interface_call_runs_on_the_executor_thread(make_env):
     interface = env.unwrapped.interface
     assert interface.threads == {'rtgym_ros:rtgym_env'}
     assert threading.current_thread().name not in interface.threads
+
+
+class SlackRecordingInterface(CountingInterface):
+    """Records the timer slack of the thread that captures: the one that sleeps the deadlines."""
+
+    def get_obs_rew_terminated_info(self):
+        self.capture_slack = timer_slack.of_this_thread()
+        return super().get_obs_rew_terminated_info()
+
+
+@pytest.mark.skipif(not sys.platform.startswith('linux'), reason='timer slack is Linux only')
+@pytest.mark.parametrize('slack', [1e-6, 2e-5, None])
+def test_the_thread_that_sleeps_the_deadlines_has_the_configured_timer_slack(make_env, slack):
+    ours = timer_slack.of_this_thread()
+    env = make_env(interface=SlackRecordingInterface, timer_slack=slack)
+    env.reset()
+    env.step(np.zeros(2, np.float32))
+    expected = ours if slack is None else slack  # None: what the thread inherited from ours
+    assert env.unwrapped.interface.capture_slack == pytest.approx(expected)
+    assert timer_slack.of_this_thread() == ours  # the user's thread keeps its own
 
 
 def test_setters_change_the_schedule(make_env):

@@ -47,3 +47,15 @@ def test_check_bool_returns_a_python_bool():
 ], ids=['str', 'list', 'nested', 'dict', 'array'])
 def test_short_repr_is_bounded(value):
     assert len(short_repr(value)) < 400
+
+
+@pytest.mark.parametrize('value', [-1e-6, 0.0, 2.0, 'fast', float('nan'), True], ids=repr)
+def test_timer_slack_out_of_range_fails_with_the_key(value):
+    with pytest.raises(ValueError, match=r"config\['timer_slack'\]"):
+        resolve_config({'interface': CountingInterface, 'timer_slack': value})
+
+
+@pytest.mark.parametrize('value', [None, 1e-9, 5e-5, 1])
+def test_timer_slack_in_range_or_none_is_kept(value):
+    assert resolve_config({'interface': CountingInterface, 'timer_slack': value}).timer_slack \
+        == (None if value is None else float(value))
