@@ -8,6 +8,7 @@ spacing between observation captures against the nominal time-step. See ``README
 
     python3 benchmarks/step_timing.py --markdown
     python3 benchmarks/step_timing.py --envs rtgym_ros --gil-switch-interval none --markdown
+    python3 benchmarks/step_timing.py --envs rtgym_ros --timer-slack none --markdown
 """
 
 import argparse
@@ -19,6 +20,7 @@ import resource
 import subprocess
 import sys
 import time
+from typing import Callable
 import warnings
 
 import numpy as np
@@ -33,6 +35,8 @@ WARMUP_STEPS = 20
 QUICK_DIVISOR = 5
 TERMINATE_MARK = 'terminate called'
 PACKAGE_DEFAULT = 'default'  # an rtgym_ros option left at the package's default
+OPTIONS = {'gil_switch_interval': 'switch', 'timer_lead': 'lead', 'timer_slack': 'slack'}
+"""rtgym_ros config keys settable from the command line, and their names in the env column."""
 
 
 def default_steps(rate: float) -> int:
@@ -43,22 +47,21 @@ def default_steps(rate: float) -> int:
 # -- one cell, in its own process ------------------------------------------------------------
 
 def _make_env(env_name: str, time_step: float, captures: list, sends: list, *,
-              gil_switch_interval: float | None | str, timer_lead: float | str):
+              options: dict, noting: tuple[list, list]):
     import gymnasium
 
     if env_name == 'rtgym':
         import rtgym
         config = dict(rtgym.DEFAULT_CONFIG_DICT)
-        config['interface'] = clock_reading_interface(rtgym.RealTimeGymInterface)
+        config['interface'] = _noting_lateness(
+            clock_reading_interface(rtgym.RealTimeGymInterface), *noting)
     elif env_name == 'rtgym_ros':
         import rtgym_ros
         config = dict(rtgym_ros.DEFAULT_CONFIG_DICT)
-        config['interface'] = clock_reading_interface(rtgym_ros.RealTimeGymInterface)
+        config['interface'] = _noting_lateness(
+            clock_reading_interface(rtgym_ros.RealTimeGymInterface), *noting)
         config['node_name'] = f'step_timing_{os.getpid()}'
-        if gil_switch_interval != PACKAGE_DEFAULT:
-            config['gil_switch_interval'] = gil_switch_interval
-        if timer_lead != PACKAGE_DEFAULT:
-            config['timer_lead'] = timer_lead
+        config.update(options)
     else:
         raise ValueError(f'env must be one of {ENVS}, got {env_name!r}')
     config.update(interface_kwargs={'captures': captures, 'sends': sends},
@@ -121,9 +124,38 @@ def _process_costs(before: resource.struct_rusage, after: resource.struct_rusage
             'preemptions_per_step': (after.ru_nivcsw - before.ru_nivcsw) / steps}
 
 
-def run_cell(env_name: str, rate: float, load_name: str, steps: int, *,
-             gil_switch_interval: float | None | str, timer_lead: float | str) -> dict:
-    """Run one env for ``steps`` steps with the agent load between steps; return the figures."""
+def _noting_lateness(interface_cls: type, lateness: list, probe: list) -> type:
+    """Subclass ``interface_cls``: each capture first notes ``probe[0]()``, how late it is."""
+
+    class NotingLateness(interface_cls):
+        def get_obs_rew_terminated_info(self):
+            lateness.append(probe[0]())
+            return super().get_obs_rew_terminated_info()
+
+    return NotingLateness
+
+
+def _lateness_probe(env_name: str, env) -> Callable[[], float]:
+    """
+    Return a call that says how late the running capture is against the env's ``t_co``.
+
+    Both envs sleep to ``t_co``, then capture: what the kernel and the threads add shows here.
+    rtgym schedules on ``time.perf_counter``, rtgym_ros on the node's clock (``time.time`` on
+    wall time).
+    """
+    base = env.unwrapped
+    if env_name == 'rtgym':
+        return lambda: time.perf_counter() - base._RealTimeEnvTS__t_co
+    schedule = base._schedule
+    return lambda: time.time() - schedule.t_co
+
+
+def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options: dict) -> dict:
+    """
+    Run one env for ``steps`` steps with the agent load between steps; return the figures.
+
+    ``options``: rtgym_ros config keys of :data:`OPTIONS` given on the command line.
+    """
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     os.environ['ROS_DOMAIN_ID'] = str(1 + os.getpid() % 200)
     time_step = 1.0 / rate
@@ -133,8 +165,11 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *,
     returns: list[float] = []
     work: list[int] = []
     switch_before = sys.getswitchinterval()
-    env = _make_env(env_name, time_step, captures, sends,
-                    gil_switch_interval=gil_switch_interval, timer_lead=timer_lead)
+    lateness: list[float] = []
+    probe = [lambda: math.nan]
+    env = _make_env(env_name, time_step, captures, sends, options=options,
+                    noting=(lateness, probe))
+    probe[0] = _lateness_probe(env_name, env)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter('always')
@@ -176,12 +211,11 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *,
         'wall_s': wall, 'nominal_s': steps * time_step,
         **_process_costs(usage_before, usage_after, measured_steps),
         **_delays(captures, sends, returns),
+        'capture_late_us': _percentiles(np.asarray(lateness[WARMUP_STEPS:])),
         'work_per_step': float(np.mean(measured_work)) if load_name != 'sleep' else None,
         'work_unit': WORK_UNITS[load_name],
-        'options': {'gil_switch_interval': gil_switch_interval, 'timer_lead': timer_lead}
-        if env_name == 'rtgym_ros' else {},
-        'gil_switch_interval': getattr(ros_config, 'gil_switch_interval', None),
-        'timer_lead': getattr(ros_config, 'timer_lead', None),
+        'options': options if env_name == 'rtgym_ros' else {},
+        **{key: getattr(ros_config, key, None) for key in OPTIONS},
         'switch_interval_before': switch_before, 'switch_interval_during': switch_during,
         'switch_interval_after': sys.getswitchinterval(),
     }
@@ -207,6 +241,16 @@ def _lead_arg(value: str) -> float | str:
     if not number >= 0.0:
         raise argparse.ArgumentTypeError(f'must be >= 0 s, got {value!r}')
     return number
+
+
+def _flag(key: str) -> str:
+    return '--' + key.replace('_', '-')
+
+
+def _options(args: argparse.Namespace) -> dict:
+    """Return the rtgym_ros options given on the command line (the rest: the package's)."""
+    return {key: getattr(args, key) for key in OPTIONS
+            if getattr(args, key) != PACKAGE_DEFAULT}
 
 
 def _rate_arg(value: str) -> float:
@@ -235,6 +279,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(default: the package's; 'none' leaves the interpreter's)")
     parser.add_argument('--timer-lead', type=_lead_arg, default=PACKAGE_DEFAULT, metavar='S',
                         help="rtgym_ros's timer_lead (default: the package's)")
+    parser.add_argument('--timer-slack', type=_switch_arg, default=PACKAGE_DEFAULT,
+                        metavar='S|none', help="rtgym_ros's timer_slack (default: the "
+                        "package's; 'none' leaves the kernel's)")
     parser.add_argument('--cell', metavar='ENV:RATE:LOAD', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.repeat < 1:
@@ -273,8 +320,8 @@ def _spawn_cell(args: argparse.Namespace, env_name: str, rate: float, load: str)
     steps = _cell_steps(args, rate)
     command = [sys.executable, os.path.abspath(__file__), '--cell', f'{env_name}:{rate}:{load}',
                '--steps', str(steps),
-               '--gil-switch-interval', str(args.gil_switch_interval).lower(),
-               '--timer-lead', str(args.timer_lead)]
+               *(item for key in OPTIONS
+                 for item in (_flag(key), str(getattr(args, key)).lower()))]
     child_env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST')
     child_env.setdefault('OPENBLAS_NUM_THREADS', '1')
     child_env.setdefault('OMP_NUM_THREADS', '1')
@@ -322,13 +369,8 @@ def _cells(args: argparse.Namespace) -> list[tuple[str, float, str]]:
 def _env_label(result: dict) -> str:
     if result['env'] != 'rtgym_ros':
         return result['env']
-    options = result.get('options', {})
-    notes = []
-    switch = options.get('gil_switch_interval', PACKAGE_DEFAULT)
-    if switch != PACKAGE_DEFAULT:
-        notes.append(f"switch={'none' if switch is None else f'{switch:g}'}")
-    if options.get('timer_lead', PACKAGE_DEFAULT) != PACKAGE_DEFAULT:
-        notes.append(f"lead={options['timer_lead']:g}")
+    notes = [f"{OPTIONS[key]}={'none' if value is None else f'{value:g}'}"
+             for key, value in result.get('options', {}).items()]
     return f"rtgym_ros ({', '.join(notes)})" if notes else 'rtgym_ros'
 
 
@@ -352,14 +394,15 @@ def _figures(runs: list[dict]) -> list[str]:
     """Format one cell's figures: medians over the repeats, and the time-outs' range."""
     failed = [r for r in runs if 'error' in r]
     if failed:
-        return ['error'] * 7 + [failed[0]['error']]
+        return ['error'] * 8 + [failed[0]['error']]
     timeouts = sorted(r['timeouts'] for r in runs)
     timeout_text = str(timeouts[0])
     if len(runs) > 1:
         timeout_text = f'{np.median(timeouts):g} ({timeouts[0]}–{timeouts[-1]})'
     work = None if runs[0]['work_per_step'] is None else _median(runs, 'work_per_step')
+    late = [np.median([r['capture_late_us'][p] for r in runs]) for p in ('p50', 'p99')]
     return [f"{_median(runs, 'p50_us'):.0f}", f"{_median(runs, 'p99_us'):.0f}",
-            f"{_median(runs, 'max_us'):.0f}", timeout_text,
+            f"{_median(runs, 'max_us'):.0f}", f'{late[0]:.0f} / {late[1]:.0f}', timeout_text,
             f"{_median(runs, 'cpu_per_step_us'):.0f}", f"{_median(runs, 'wakeups_per_step'):.1f}",
             _work_label({'work_per_step': work, 'work_unit': runs[0]['work_unit']}),
             f"{_median(runs, 'wall_s'):.2f} / {runs[0]['nominal_s']:.2f}"]
@@ -378,8 +421,9 @@ def _rows(results: list[dict]) -> list[list[str]]:
     return rows
 
 
-HEADER = ['rate', 'agent', 'env', 'p50 (µs)', 'p99 (µs)', 'max (µs)', 'time-outs',
-          'CPU/step (µs)', 'wake-ups/step', 'agent work/step', 'wall / nominal (s)']
+HEADER = ['rate', 'agent', 'env', 'p50 (µs)', 'p99 (µs)', 'max (µs)',
+          'capture late p50 / p99 (µs)', 'time-outs', 'CPU/step (µs)', 'wake-ups/step',
+          'agent work/step', 'wall / nominal (s)']
 
 
 def format_markdown(results: list[dict]) -> str:
@@ -402,7 +446,8 @@ def _progress(index: int, total: int, result: dict) -> str:
     if 'error' in result:
         return f"{head} ERROR: {result['error']}"
     text = (f"{head} p50 {result['p50_us']:6.0f} µs  p99 {result['p99_us']:6.0f} µs  "
-            f"max {result['max_us']:6.0f} µs  time-outs {result['timeouts']:4d}  "
+            f"max {result['max_us']:6.0f} µs  late {result['capture_late_us']['p50']:4.0f} µs  "
+            f"time-outs {result['timeouts']:4d}  "
             f"cpu {result['cpu_per_step_us']:5.0f} µs  "
             f"wake-ups {result['wakeups_per_step']:4.1f}  "
             f"work {_work_label(result):>12}  wall {result['wall_s']:.2f} s")
@@ -417,9 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     if args.cell:
         env_name, rate, load = args.cell.split(':')
-        result = run_cell(env_name, float(rate), load, args.steps,
-                          gil_switch_interval=args.gil_switch_interval,
-                          timer_lead=args.timer_lead)
+        result = run_cell(env_name, float(rate), load, args.steps, options=_options(args))
         print(json.dumps(result), flush=True)
         return 0
 
