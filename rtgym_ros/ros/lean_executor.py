@@ -29,6 +29,9 @@ from rclpy.node import Node
 from rclpy.timer import Timer, TimerInfo
 from rclpy.waitable import NumberOfEntities, Waitable
 
+RCLPY_LOOP_POLL = 0.1
+"""The longest wait of rclpy's loop (s): a stop request can slip past its wake-up there."""
+
 
 class LeanExecutor(SingleThreadedExecutor):
     """Spin one node of timers and publishers with a cached wait set; else as rclpy does."""
@@ -85,6 +88,8 @@ class LeanExecutor(SingleThreadedExecutor):
                     function, args = self._posted.popleft()
                     self.create_task(function, *args)
         if not lean:
+            if timeout_sec is None or timeout_sec < 0 or timeout_sec > RCLPY_LOOP_POLL:
+                timeout_sec = RCLPY_LOOP_POLL
             super().spin_once(timeout_sec)
             return
         self._run_posted()

@@ -13,7 +13,7 @@ from typing import Callable
 from rclpy.context import Context
 from rclpy.executors import Executor, ExternalShutdownException
 
-_POLL = 0.1  # s: the longest a stop request waits to be noticed
+_POLL = 0.1  # s: the longest a stop request waits to be noticed, unless told otherwise
 
 
 class SpinThread:
@@ -21,9 +21,12 @@ class SpinThread:
 
     def __init__(self, executor: Executor, *, context: Context, name: str,
                  on_failure: Callable[[BaseException], None] | None = None,
-                 survive_errors: bool = False) -> None:
+                 survive_errors: bool = False, poll: float = _POLL) -> None:
         """
         Start spinning.
+
+        :param poll: the longest one wait lasts when nothing wakes it (s). Each wake-up of an
+            idle executor costs CPU; an executor that every stop request wakes can wait longer.
 
         :param on_failure: called on the spinning thread when a callback raised (and the loop
             ends), e.g. to put a robot in its safe state.
@@ -35,6 +38,7 @@ class SpinThread:
         self._context = context
         self._on_failure = on_failure
         self._survive_errors = survive_errors
+        self._poll = poll
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
@@ -59,7 +63,7 @@ class SpinThread:
     def _run(self) -> None:
         while not self._stop.is_set() and self._context.ok():
             try:
-                self.executor.spin_once(timeout_sec=_POLL)
+                self.executor.spin_once(timeout_sec=self._poll)
             except ExternalShutdownException:
                 return
             except BaseException as error:  # recorded, reported; waiting callers re-raise it

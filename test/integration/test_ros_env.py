@@ -220,17 +220,19 @@ def test_on_stop_hold_keeps_the_last_values_on_stall_and_close(spawn, make_env):
     assert values[:3] == [DEFAULT, 0.5, 0.75] and values.count(0.75) >= 3, values
 
 
-@pytest.mark.parametrize('choice', ['lean', 'single'])
+@pytest.mark.parametrize('choice', ['lean', 'single', 'lean, served by rclpy'])
 def test_close_is_prompt_when_shutdown_races_the_executor_thread(monkeypatch, choice):
-    monkeypatch.setenv(MAIN_EXECUTOR_VARIABLE, choice)
-    runtime = RosRuntime(node_name=f'ros_env_race_{choice}_{os.getpid()}')
+    monkeypatch.setenv(MAIN_EXECUTOR_VARIABLE, choice.split(',')[0])
+    runtime = RosRuntime(node_name=f'ros_env_race_{choice[:4]}_{os.getpid()}')
     # The env's nodes always have timers (deadlines, watchdog, diagnostics): one is enough.
     runtime.call(lambda: runtime.node.create_timer(3600.0, lambda: None))
+    if choice.endswith('rclpy'):  # a subscription on the main node: rclpy's loop serves it
+        runtime.call(lambda: runtime.node.create_subscription(String, 'race', print, 1))
     in_window = threading.Event()
     # Hold the spin thread after it gathered the node's entities, before it waits on them: the
     # window env.close() hits now and then on a busy machine. rclpy's loop asks can_execute
     # per entity there; the lean loop sizes its wait set there.
-    hooked = 'can_execute' if choice == 'single' else '_wait_set_for'
+    hooked = '_wait_set_for' if choice == 'lean' else 'can_execute'
     original = getattr(runtime.executor, hooked)
 
     def slow(*args: Any) -> Any:
