@@ -4,8 +4,8 @@ The timer slack of the executor thread: how late Linux may end its sleeps and ti
 Linux lets an ordinary thread's timed sleep end up to its timer slack (50 µs by default) after
 the time asked, so that wake-ups can be grouped. The executor thread sleeps to every deadline
 of the time-step: each capture and each action would land that much late, by a varying amount.
-A slack of 1 µs ends the sleep on time (median lateness of a 1 kHz capture about 35 µs with
-it, 80 µs without, on the 2-core test machine: ``benchmarks/step_timing.py --timer-slack``).
+A slack of 1 µs ends the sleep on time (median lateness of a 1 kHz capture 29–40 µs with it,
+69–87 µs without, on the 2-core test machine: ``benchmarks/step_timing.py --timer-slack``).
 The slack is the calling thread's own: the rest of the process keeps the kernel's default.
 """
 
