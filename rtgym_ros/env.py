@@ -35,6 +35,7 @@ from rtgym_ros.safe_stop import SafeStop
 _CLOSE_TIMEOUT = 1.0  # seconds: bound on each teardown wait, so close() never hangs
 _SAFE_ACTION_BOUND = 0.25  # s close() gives a busy executor thread before stopping the robot
 _LOCKSTEP_INLINE_WAIT = 0.05  # wall s the executor thread waits for /clock itself (lockstep)
+_RESULTS_KEPT = 8  # completed steps' results kept for step() (it reads the one it waited for)
 
 
 class BenchmarkDisabledError(RuntimeError, AssertionError):
@@ -82,6 +83,8 @@ class RealTimeEnv(gymnasium.Env):
             time_step_duration=cfg.time_step_duration, start_obs_capture=cfg.start_obs_capture,
             time_step_timeout_factor=cfg.time_step_timeout_factor)
         self._captured: tuple | None = None
+        self._results: dict[int, tuple] = {}  # completion count -> what step() returns of it
+        self._awaited: int | None = None  # the completion a step started from an offer makes
         self._step_timed_out = False
         self._ts_running = False
         self.stalls = 0
@@ -139,11 +142,12 @@ class RealTimeEnv(gymnasium.Env):
             schedule=self._schedule, timer=self._timer,
             send_control=self._send_control, capture=self._capture,
             on_start=self._on_step_start, on_error=self._stop_robot,
-            on_complete=self._arm_watchdog, bench=self.bench if self.benchmark else None,
+            on_complete=self._on_complete, bench=self.bench if self.benchmark else None,
             handover_wait=self._handover_wait(lockstep=lockstep),
             advance=interface.advance_to if lockstep else None,
             executor_turn=self._runtime.executor_turn,
-            executor_work=self._runtime.executor_work_check())
+            executor_work=self._runtime.executor_work_check(),
+            may_continue=self._may_continue)
         self._jump_handle = node.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(nanoseconds=-1),
                           on_clock_change=False),
@@ -215,10 +219,32 @@ class RealTimeEnv(gymnasium.Env):
         elif self._runtime.alive():
             self._runtime.post(self._runner.on_clock_jump, delta)
 
-    def _arm_watchdog(self) -> None:
-        """Executor thread, at t_end: the agent must call step() within watchdog_timeout."""
-        if self.config.watchdog_timeout:
+    def _on_complete(self, completion: int) -> None:
+        """
+        Executor thread, at t_end: keep the step's result; arm the watchdog.
+
+        The result is kept under the completion count: a time-step started at once from an
+        offered action captures again, before a slow user's thread may have read this one.
+        """
+        self._results[completion] = self._captured
+        self._results.pop(completion - _RESULTS_KEPT, None)
+        if self.config.watchdog_timeout:  # the agent must call step() within watchdog_timeout
             self._watchdog.arm(self.config.watchdog_timeout)
+
+    def _may_continue(self) -> bool:
+        """
+        Say whether the next time-step may start with the offered action (executor, at t_end).
+
+        As step() decides it (rtgym: no action after the episode's end): neither terminated
+        nor at ``ep_max_length``, and no truncation rule that needs the user's thread.
+        """
+        terminated = self._captured[2]
+        return (self.running and not terminated and self.current_step + 1 < self.ep_max_length
+                and not self._may_truncate())
+
+    def _may_truncate(self) -> bool:
+        """Say whether :meth:`_truncation_reason` may end an episode (then step() decides)."""
+        return False
 
     def _on_stall(self) -> None:
         """Watchdog thread: no new command in time (stalled agent, busy executor, no /clock)."""
@@ -250,13 +276,18 @@ class RealTimeEnv(gymnasium.Env):
         """Wait until the running time-step completes; re-raise what failed in it."""
         if not self._ts_running:
             return
+        if self._awaited is not None:
+            self._runner.rearm(self._awaited)
+            self._awaited = None
         try:
             self._stall_monitor.wait(self._runner.done, step_end=self._schedule.t_end,
                                      nudge=self._nudge)
         except BaseException:  # Ctrl-C, a stalled clock, a closed env: stop the robot first
+            self._withdraw_offer()  # no offered action may follow the safe one
             self._stop_robot()
             raise
         if self._closed:
+            self._withdraw_offer()
             raise RuntimeError('the env was closed while step() or reset() waited')
         self._ts_running = False
         error, self._runner.error = self._runner.error, None
@@ -264,6 +295,12 @@ class RealTimeEnv(gymnasium.Env):
             self.running = False
             raise RuntimeError(f'the time-step failed on the executor thread: {error!r}; '
                                'the default action was sent') from error
+
+    def _withdraw_offer(self) -> None:
+        """User thread, leaving step() by an exception: take the offered action back."""
+        taken_at = self._runner.withdraw()
+        if taken_at is not None:  # the next step started with it: a later wait is for that one
+            self._awaited = taken_at + 1
 
     def _nudge(self) -> None:
         """User thread, waiting without progress: a lockstep simulator is asked again."""
@@ -316,7 +353,11 @@ class RealTimeEnv(gymnasium.Env):
                 for action in self.act_buf]
 
     def _truncation_reason(self, info: Any) -> str | None:
-        """Return why the episode ends here besides ``ep_max_length`` (None: it goes on)."""
+        """
+        Return why the episode ends here besides ``ep_max_length`` (None: it goes on).
+
+        Subclasses that end episodes here also say so in :meth:`_may_truncate`.
+        """
         return None
 
     def init_action_buffer(self) -> None:
@@ -394,7 +435,11 @@ class RealTimeEnv(gymnasium.Env):
         self._check_open()
         if self.benchmark:
             self.bench.start_step_time()
+        runner = self._runner
+        if self.running and self._ts_running:
+            runner.offer(action)  # the executor thread starts the next step with it at t_end
         self._wait_time_step()
+        taken_at = runner.withdraw()
         if self.benchmark:
             self.bench.end_step_join_time()
         self.current_step += 1
@@ -402,7 +447,8 @@ class RealTimeEnv(gymnasium.Env):
         if not self.running:
             raise RuntimeError('The episode is terminated or truncated. '
                                'Call reset before step.')
-        obs, rew, terminated, info, timed_out = self._captured
+        completion = runner.completed if taken_at is None else taken_at
+        obs, rew, terminated, info, timed_out = self._results.pop(completion)
         terminated = bool(terminated)
         if isinstance(info, dict):  # a copy: the interface may keep and reuse its own
             info = {**info, 'timed_out': timed_out}
@@ -413,7 +459,10 @@ class RealTimeEnv(gymnasium.Env):
         truncated = reason is not None
         if truncated and isinstance(info, dict):
             info['truncated_reason'] = reason
-        if not (terminated or truncated):
+        if taken_at is not None:  # running already: _may_continue said what step() says
+            self._ts_running = True
+            self._awaited = taken_at + 1
+        elif not (terminated or truncated):
             self._run_time_step(action)
         else:
             self._runner.release()

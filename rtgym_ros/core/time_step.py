@@ -10,10 +10,16 @@ Lockstep: right after the action is sent, the paused simulator is asked to advan
 (``advance``), and after the capture to ``t_end``; the deadlines then wait for its clock
 (``rtgym_ros.ros.deadline.ClockDeadline``: on the executor thread itself while it comes soon).
 
-Hand-over: right after a time-step completes, the executor thread itself waits a short while
-for the next action (a bare lock, tens of microseconds) instead of going back to the
-executor's loop and being woken through it (hundreds); if the action comes later, it is posted
-to the executor as a task.
+Hand-over: ``step(a)`` offers ``a`` before it waits for the running time-step; at ``t_end`` the
+executor thread starts the next time-step with it at once, when the env says the episode goes
+on (``may_continue``): no wake-up between the capture and the next action. An action that
+comes after ``t_end`` is waited for a short while on the executor thread itself (a bare lock,
+tens of microseconds) instead of going back to the executor's loop and being woken through it
+(hundreds); later still, it is posted to the executor as a task.
+
+Completions are counted: a step started from an offer is running while ``done`` still says
+the previous one completed, so the user's thread waits for a completion count
+(:meth:`rearm`), and the env keeps each completion's result under its count.
 """
 
 import threading
@@ -53,11 +59,12 @@ class TimeStepRunner:
     def __init__(self, *, schedule: ElasticSchedule, timer: DeadlineTimer,
                  send_control: Callable[[Any], None], capture: Callable[[], None],
                  on_start: Callable[[StepOutcome], None], on_error: Callable[[], None],
-                 on_complete: Callable[[], None] = lambda: None,
+                 on_complete: Callable[[int], None] = lambda completion: None,
                  bench: Benchmark | None = None, handover_wait: float = 0.0,
                  advance: Callable[[float], None] | None = None,
                  executor_turn: Callable[[], float] = lambda: _DEFAULT_TURN,
-                 executor_work: Callable[[], bool] = _no_work) -> None:
+                 executor_work: Callable[[], bool] = _no_work,
+                 may_continue: Callable[[], bool] = _no_work) -> None:
         self.schedule = schedule
         self._timer = timer
         self._send_control = send_control
@@ -72,6 +79,8 @@ class TimeStepRunner:
         """Seconds of back-to-back steps before the executor's loop needs the thread back."""
         self._executor_work = executor_work
         """Whether work waits in the executor's loop now (posted from another thread)."""
+        self._may_continue = may_continue
+        """At t_end with an offered action: whether the next time-step may start with it."""
         self.done = Latch(is_set=True)
         self.error: BaseException | None = None
         self.handover_wait = handover_wait
@@ -82,6 +91,11 @@ class TimeStepRunner:
         self._pending_start: tuple | None = None
         self._chaining = False
         self._turn_due: float | None = None  # monotonic time the executor's loop needs a turn
+        self.completed = 0
+        """Time-steps completed (executor thread); the env keeps each result under this count."""
+        self._offered: tuple | None = None
+        self._taken_at: int | None = None  # the completion at which the offer was started
+        self._aborted = False
 
     def prepare(self) -> None:
         """User thread, before posting :meth:`start`: the step is now running."""
@@ -96,6 +110,28 @@ class TimeStepRunner:
                 self._action_ready.notify()
                 return
         post(self.start, action)
+
+    def offer(self, action: Any) -> None:
+        """User thread, before waiting in step(): the next time-step's action, if it goes on."""
+        with self._handover_lock:
+            self._offered, self._taken_at = (action,), None
+
+    def withdraw(self) -> int | None:
+        """
+        User thread, after the wait: take back the offer; say where it was started, if it was.
+
+        :returns: the completion count at which the next time-step started with the offered
+            action, or None (not taken: hand it over, or end the episode).
+        """
+        with self._handover_lock:
+            taken_at, self._offered, self._taken_at = self._taken_at, None, None
+        return taken_at
+
+    def rearm(self, completion: int) -> None:
+        """User thread, before waiting for a time-step started from an offer (``completion``)."""
+        self.done.clear()
+        if self.completed >= completion or self.error is not None or self._aborted:
+            self.done.set()  # it completed, failed or was dropped before the clear
 
     def release(self) -> None:
         """User thread: no action is coming now; let the executor thread go back to work."""
@@ -156,22 +192,34 @@ class TimeStepRunner:
             self._fail(error)
 
     def _complete(self) -> None:
-        # Listen for the next action before releasing step(): an action handed over from now
-        # on comes to this thread directly, none can slip into the executor's task queue.
+        completion = self.completed + 1
+        try:
+            self._on_complete(completion)  # the env keeps this completion's result
+        except Exception as error:
+            self._fail(error)
+            return
+        # Take the offered action, or listen for the next one, before releasing step(): an
+        # action handed over from now on comes to this thread directly, none can slip into
+        # the executor's task queue.
         listening = self.handover_wait > 0.0 and self._keeps_the_thread()
-        if listening:
-            with self._handover_lock:
+        with self._handover_lock:
+            offered, self._offered = self._offered, None
+            take = offered is not None and listening and self._may_continue()
+            if take:
+                self._taken_at = completion
+            elif listening:
                 self._waiting_for_action = True
                 self._action_ready.clear()
+            # Counted once its result is kept and the next action is taken or listened for:
+            # a rearm() that sees the count goes on as if done had been set here.
+            self.completed = completion
         self.done.set()
         # Hand the GIL to the user's thread now, waiting in step(), rather than after the
         # executor's next round of Python bookkeeping: halves capture-to-return latency.
         time.sleep(0)
-        try:
-            self._on_complete()
-        except Exception as error:
-            self._fail(error)
-        if listening:
+        if take:
+            self.start(offered[0])
+        elif listening:
             self._wait_for_next_action()
 
     def _keeps_the_thread(self) -> bool:
@@ -198,6 +246,7 @@ class TimeStepRunner:
     def abort(self) -> None:
         """Executor thread: drop the running step (closing); waiters are released."""
         self._timer.cancel()
+        self._aborted = True
         self.done.set()
 
     def _fail(self, error: Exception) -> None:

@@ -121,6 +121,9 @@ class RosEnv(RealTimeEnv):
             command = np.clip(command, space.low, space.high)
         return command.astype(np.float32)
 
+    def _may_truncate(self) -> bool:
+        return self.robot.options.truncate_on_stale is not None
+
     def _truncation_reason(self, info: Any) -> str | None:
         """End the episode when the robot is gone: ``truncate_on_stale``."""
         rule = self.robot.options.truncate_on_stale

@@ -76,6 +76,9 @@ CONFIGS = {
     'wait_on_done': {'wait_on_done': True, 'ep_max_length': 5},
     'prepro': {'act_prepro_func': lambda a: a * 2,
                'obs_prepro_func': lambda o: [np.asarray(x) + 1 for x in o]},
+    # The next step starts at t_end with the offered action and captures at once: step()
+    # must still return the capture of the step it waited for.
+    'capture_at_start': {'start_obs_capture': 0.0},
 }
 
 
@@ -230,6 +233,20 @@ def test_the_thread_that_sleeps_the_deadlines_has_the_configured_timer_slack(mak
     expected = ours if slack is None else slack  # None: what the thread inherited from ours
     assert env.unwrapped.interface.capture_slack == pytest.approx(expected)
     assert timer_slack.of_this_thread() == ours  # the user's thread keeps its own
+
+
+def test_an_action_given_in_time_is_sent_at_t_end_before_step_returns(make_env):
+    # step(a) offers a before it waits: the executor thread sends it right after the capture
+    # at t_end, on the same wake-up, instead of after a hand-over from this thread.
+    env = make_env(ep_max_length=100)
+    env.reset()
+    sent_by_return = []
+    for index in range(20):
+        action = np.full(2, index / 100, dtype=np.float32)
+        env.step(action)
+        sent_by_return.append(env.unwrapped.interface.sent[-1].tolist() == action.tolist())
+        time.sleep(T / 2)
+    assert sum(sent_by_return) >= 18, sent_by_return  # a loaded machine may miss one or two
 
 
 def test_setters_change_the_schedule(make_env):

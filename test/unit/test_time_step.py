@@ -269,3 +269,119 @@ def test_a_due_executor_turn_sends_every_next_action_through_the_executor():
 
 def test_work_posted_to_the_executor_ends_the_chain_at_once():
     assert _chain(50, executor_turn=lambda: 60.0, executor_work=lambda: True) == 49
+
+
+def _offering_runner(may_continue=lambda: True, handover_wait=1.0):
+    timer = FakeDeadlineTimer(10.0)
+    schedule = ElasticSchedule(time_step_duration=T, start_obs_capture=C,
+                               time_step_timeout_factor=1.0)
+    schedule.initialize(10.0)
+    recorder = Recorder(timer)
+    runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=recorder.send,
+                            capture=recorder.capture, on_start=recorder.outcomes.append,
+                            on_error=recorder.safe, handover_wait=handover_wait,
+                            may_continue=may_continue)
+    return runner, timer, recorder
+
+
+def test_an_offered_action_is_sent_at_t_end_by_the_thread_that_completes():
+    runner, timer, recorder = _offering_runner()
+    runner.prepare()
+    runner.start('a')
+    runner.offer('b')  # step('b') called during the time-step, before waiting
+    timer.advance_to(10.0 + T)
+    assert runner.done.is_set() and runner.completed == 1
+    assert recorder.events[-1] == ('send', 'b', 10.0 + T)  # at t_end, no hand-over
+    assert runner.withdraw() == 1  # started at the first completion
+    assert recorder.outcomes[-1].start is StepStart.ELASTIC
+    runner.rearm(2)  # the user's next wait is for the second completion
+    assert not runner.done.is_set()
+    timer.advance_to(runner.schedule.t_end)
+    assert runner.done.is_set() and runner.completed == 2
+
+
+def test_an_offer_waits_for_the_user_when_the_executor_does_not_listen():
+    runner, timer, recorder = _offering_runner(handover_wait=0.0)  # free-running sim time
+    runner.prepare()
+    runner.start('a')
+    runner.offer('b')
+    timer.advance_to(10.0 + T)
+    assert runner.done.is_set() and runner.withdraw() is None  # step() hands it over
+    assert [e for e, *_ in recorder.events].count('send') == 1
+
+
+def test_rearm_after_the_step_already_completed_does_not_wait():
+    # A user's thread slower than a whole time-step: the completion it waits for came first.
+    runner, timer, _ = _offering_runner()
+    runner.prepare()
+    runner.start('a')
+    runner.offer('b')
+    timer.advance_to(10.0 + T)
+    timer.advance_to(runner.schedule.t_end)  # the step of 'b' completes before the user looks
+    assert runner.withdraw() == 1 and runner.completed == 2
+    runner.rearm(2)
+    assert runner.done.is_set()
+
+
+def test_an_offer_is_not_taken_when_the_episode_ends_or_after_it_is_withdrawn():
+    runner, timer, recorder = _offering_runner(may_continue=lambda: False)
+    runner.prepare()
+    runner.start('a')
+    runner.offer('b')
+    timer.advance_to(10.0 + T)
+    runner.release()  # step() ended the episode: no action comes
+    assert runner.withdraw() is None
+    assert [e for e, *_ in recorder.events].count('send') == 1
+    runner, timer, recorder = _offering_runner()
+    runner.prepare()
+    runner.start('a')
+    runner.offer('b')
+    assert runner.withdraw() is None  # step() left by an exception before t_end
+    timer.advance_to(10.0 + T)
+    runner.release()
+    assert [e for e, *_ in recorder.events].count('send') == 1
+
+
+def test_rearm_releases_the_waiter_of_a_step_that_failed_or_was_dropped():
+    runner, timer, recorder = _offering_runner()
+    runner.prepare()
+    runner.start('a')
+    runner.offer('b')
+    recorder.fail_capture = True
+    timer.advance_to(10.0 + T)  # the capture of 'a' (t_co) fails: no completion
+    runner.rearm(1)
+    assert runner.done.is_set() and runner.error is not None
+    runner, _, _ = _offering_runner()
+    runner.prepare()
+    runner.start('a')
+    runner.abort()
+    runner.rearm(1)
+    assert runner.done.is_set()
+
+
+def test_a_completion_is_counted_only_after_its_result_is_kept_and_the_offer_decided():
+    # A user's thread that finds the count reached (rearm) reads the result at once and takes
+    # its offer back: both must be settled by then.
+    seen = []
+    timer = FakeDeadlineTimer(10.0)
+    schedule = ElasticSchedule(time_step_duration=T, start_obs_capture=C,
+                               time_step_timeout_factor=1.0)
+    schedule.initialize(10.0)
+    recorder = Recorder(timer)
+
+    def on_complete(completion):
+        seen.append((completion, runner.completed))
+
+    def may_continue():
+        seen.append(('decide', runner.completed))
+        return True
+
+    runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=recorder.send,
+                            capture=recorder.capture, on_start=recorder.outcomes.append,
+                            on_error=recorder.safe, handover_wait=1.0, on_complete=on_complete,
+                            may_continue=may_continue)
+    runner.prepare()
+    runner.start('a')
+    runner.offer('b')
+    timer.advance_to(10.0 + T)
+    assert seen == [(1, 0), ('decide', 0)] and runner.completed == 1
