@@ -271,7 +271,7 @@ def test_work_posted_to_the_executor_ends_the_chain_at_once():
     assert _chain(50, executor_turn=lambda: 60.0, executor_work=lambda: True) == 49
 
 
-def _offering_runner(may_continue=lambda: True, handover_wait=1.0):
+def _offering_runner(may_continue=lambda: True, handover_wait=1.0, **extra):
     timer = FakeDeadlineTimer(10.0)
     schedule = ElasticSchedule(time_step_duration=T, start_obs_capture=C,
                                time_step_timeout_factor=1.0)
@@ -280,7 +280,7 @@ def _offering_runner(may_continue=lambda: True, handover_wait=1.0):
     runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=recorder.send,
                             capture=recorder.capture, on_start=recorder.outcomes.append,
                             on_error=recorder.safe, handover_wait=handover_wait,
-                            may_continue=may_continue)
+                            may_continue=may_continue, **extra)
     return runner, timer, recorder
 
 
@@ -363,11 +363,6 @@ def test_a_completion_is_counted_only_after_its_result_is_kept_and_the_offer_dec
     # A user's thread that finds the count reached (rearm) reads the result at once and takes
     # its offer back: both must be settled by then.
     seen = []
-    timer = FakeDeadlineTimer(10.0)
-    schedule = ElasticSchedule(time_step_duration=T, start_obs_capture=C,
-                               time_step_timeout_factor=1.0)
-    schedule.initialize(10.0)
-    recorder = Recorder(timer)
 
     def on_complete(completion):
         seen.append((completion, runner.completed))
@@ -376,10 +371,7 @@ def test_a_completion_is_counted_only_after_its_result_is_kept_and_the_offer_dec
         seen.append(('decide', runner.completed))
         return True
 
-    runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=recorder.send,
-                            capture=recorder.capture, on_start=recorder.outcomes.append,
-                            on_error=recorder.safe, handover_wait=1.0, on_complete=on_complete,
-                            may_continue=may_continue)
+    runner, timer, _ = _offering_runner(may_continue, on_complete=on_complete)
     runner.prepare()
     runner.start('a')
     runner.offer('b')
