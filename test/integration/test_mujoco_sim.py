@@ -394,9 +394,11 @@ def test_lockstep_reset_publishes_the_new_state_at_time_zero(lockstep):
     lockstep.probe.call(lockstep.clients['reset_simulation'], Empty.Request())
     clock = lockstep.clock.wait_for(lambda m: True, since=since, timeout=2.0,
                                     what='/clock after the reset')
-    state = lockstep.states.wait_for(lambda m: True, since=since, timeout=2.0,
-                                     what='the state after the reset')
-    assert ns_of(clock) == 0 and ns_of(state) == 0
+    # A state published before the reset can still arrive after it on a loaded machine: the
+    # reset's own is the one stamped at zero.
+    state = lockstep.states.wait_for(lambda m: ns_of(m) == 0, since=since, timeout=2.0,
+                                     what='the state at time zero after the reset')
+    assert ns_of(clock) == 0
     assert abs(state.position[0]) <= 0.01 and abs(state.position[1]) <= 0.01
     time.sleep(0.3)
     assert len(lockstep.clock.since(since)) == 1  # and paused again
