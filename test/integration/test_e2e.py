@@ -121,8 +121,8 @@ def test_controller_swings_up_on_sim_time(sim, make_env, real_time_factor):
     # 500 steps of 20 ms of sim time: 10 s at 1x, 2 s at 5x, plus the first reset's discovery;
     # generous, as a CPU hog beside the suite slows the simulator too.
     assert wall < 10.0 / real_time_factor * 1.8 + 6.0, f'{wall:.1f} s of wall time'
-    if real_time_factor > 1:
-        assert wall < 10.0 * 0.7, f'{wall:.1f} s: the env did not follow the faster clock'
+    if real_time_factor > 1:  # below the 10 s the episode takes at 1x, discovery included
+        assert wall < 10.0 * 0.9, f'{wall:.1f} s: the env did not follow the faster clock'
 
 
 def test_reset_service_resets_the_sim(sim, make_env):

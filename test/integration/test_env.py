@@ -238,15 +238,17 @@ def test_the_thread_that_sleeps_the_deadlines_has_the_configured_timer_slack(mak
 def test_an_action_given_in_time_is_sent_at_t_end_before_step_returns(make_env):
     # step(a) offers a before it waits: the executor thread sends it right after the capture
     # at t_end, on the same wake-up, instead of after a hand-over from this thread.
-    env = make_env(ep_max_length=100)
+    # step() called again at once: the offer is there a whole time-step before t_end.
+    env = make_env(ep_max_length=100, time_step_duration=0.05, start_obs_capture=0.05)
     env.reset()
     sent_by_return = []
     for index in range(20):
         action = np.full(2, index / 100, dtype=np.float32)
         env.step(action)
         sent_by_return.append(env.unwrapped.interface.sent[-1].tolist() == action.tolist())
-        time.sleep(T / 2)
-    assert sum(sent_by_return) >= 18, sent_by_return  # a loaded machine may miss one or two
+    # Not every one: the executor's loop takes a turn about once a second (its timers), and a
+    # loaded machine can hold this thread past t_end; a hand-over sends after step() returns.
+    assert sum(sent_by_return) >= 10, sent_by_return  # a hand-over alone: none or one
 
 
 def test_setters_change_the_schedule(make_env):
