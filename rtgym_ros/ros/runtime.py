@@ -36,7 +36,7 @@ from rclpy.signals import SignalHandlerOptions
 from rclpy.time_source import TimeSource
 
 from rtgym_ros.ros.clock_reader import ClockReader
-from rtgym_ros.ros.lean_executor import LeanExecutor
+from rtgym_ros.ros.lean_executor import LeanExecutor, RCLPY_LOOP_POLL
 from rtgym_ros.ros.serialized import SerializedReceiver
 from rtgym_ros.ros.spin import SpinThread
 
@@ -139,9 +139,9 @@ class RosRuntime:
         # Posted work, a stop, a new entity or a timer wake the lean executor: an idle env
         # looks once a second instead of ten times (0.2 ms of CPU each). rclpy's loop, which
         # can miss a stop request's wake-up, keeps looking every RCLPY_LOOP_POLL.
-        lean = isinstance(self.executor, LeanExecutor)
+        poll = _LEAN_POLL if isinstance(self.executor, LeanExecutor) else RCLPY_LOOP_POLL
         self._spinner = self._start_spinning(self.executor, f'rtgym_ros:{node_name}',
-                                             **({'poll': _LEAN_POLL} if lean else {}))
+                                             poll=poll)
         self._clock_source: TimeSource | None = None
         if use_sim_time:
             self._follow_clock_on_io_thread()

@@ -284,6 +284,15 @@ def _offering_runner(may_continue=lambda: True, handover_wait=1.0, **extra):
     return runner, timer, recorder
 
 
+def _running_with_offer(**options):
+    """Return a runner running the step of 'a', with 'b' offered for the next (step('b') waits)."""
+    runner, timer, recorder = _offering_runner(**options)
+    runner.prepare()
+    runner.start('a')
+    runner.offer('b')
+    return runner, timer, recorder
+
+
 def test_an_offered_action_is_sent_at_t_end_by_the_thread_that_completes():
     runner, timer, recorder = _offering_runner()
     runner.prepare()
@@ -301,10 +310,7 @@ def test_an_offered_action_is_sent_at_t_end_by_the_thread_that_completes():
 
 
 def test_an_offer_waits_for_the_user_when_the_executor_does_not_listen():
-    runner, timer, recorder = _offering_runner(handover_wait=0.0)  # free-running sim time
-    runner.prepare()
-    runner.start('a')
-    runner.offer('b')
+    runner, timer, recorder = _running_with_offer(handover_wait=0.0)  # free-running sim time
     timer.advance_to(10.0 + T)
     assert runner.done.is_set() and runner.withdraw() is None  # step() hands it over
     assert [e for e, *_ in recorder.events].count('send') == 1
@@ -312,10 +318,7 @@ def test_an_offer_waits_for_the_user_when_the_executor_does_not_listen():
 
 def test_rearm_after_the_step_already_completed_does_not_wait():
     # A user's thread slower than a whole time-step: the completion it waits for came first.
-    runner, timer, _ = _offering_runner()
-    runner.prepare()
-    runner.start('a')
-    runner.offer('b')
+    runner, timer, _ = _running_with_offer()
     timer.advance_to(10.0 + T)
     timer.advance_to(runner.schedule.t_end)  # the step of 'b' completes before the user looks
     assert runner.withdraw() == 1 and runner.completed == 2
@@ -324,18 +327,12 @@ def test_rearm_after_the_step_already_completed_does_not_wait():
 
 
 def test_an_offer_is_not_taken_when_the_episode_ends_or_after_it_is_withdrawn():
-    runner, timer, recorder = _offering_runner(may_continue=lambda: False)
-    runner.prepare()
-    runner.start('a')
-    runner.offer('b')
+    runner, timer, recorder = _running_with_offer(may_continue=lambda: False)
     timer.advance_to(10.0 + T)
     runner.release()  # step() ended the episode: no action comes
     assert runner.withdraw() is None
     assert [e for e, *_ in recorder.events].count('send') == 1
-    runner, timer, recorder = _offering_runner()
-    runner.prepare()
-    runner.start('a')
-    runner.offer('b')
+    runner, timer, recorder = _running_with_offer()
     assert runner.withdraw() is None  # step() left by an exception before t_end
     timer.advance_to(10.0 + T)
     runner.release()
@@ -343,10 +340,7 @@ def test_an_offer_is_not_taken_when_the_episode_ends_or_after_it_is_withdrawn():
 
 
 def test_rearm_releases_the_waiter_of_a_step_that_failed_or_was_dropped():
-    runner, timer, recorder = _offering_runner()
-    runner.prepare()
-    runner.start('a')
-    runner.offer('b')
+    runner, timer, recorder = _running_with_offer()
     recorder.fail_capture = True
     timer.advance_to(10.0 + T)  # the capture of 'a' (t_co) fails: no completion
     runner.rearm(1)
@@ -371,9 +365,6 @@ def test_a_completion_is_counted_only_after_its_result_is_kept_and_the_offer_dec
         seen.append(('decide', runner.completed))
         return True
 
-    runner, timer, _ = _offering_runner(may_continue, on_complete=on_complete)
-    runner.prepare()
-    runner.start('a')
-    runner.offer('b')
+    runner, timer, _ = _running_with_offer(may_continue=may_continue, on_complete=on_complete)
     timer.advance_to(10.0 + T)
     assert seen == [(1, 0), ('decide', 0)] and runner.completed == 1
