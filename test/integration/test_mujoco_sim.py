@@ -68,10 +68,35 @@ class Sim:
                            'the sim to subscribe to step_until')
                 wait_until(lambda: self.clock.sub.get_publisher_count() > 0, 10.0,
                            'the /clock publisher')
-                time.sleep(0.3)  # the sim's writers learn about our readers too
+                self._handshake()
         except AssertionError as error:
             raise AssertionError(f'{error}\nmujoco_sim output:\n{self.sim.output()}') from None
         return self
+
+    def _handshake(self) -> None:
+        """
+        Step until a /clock comes back, then rewind: both ways matched, the sim at time 0.
+
+        Our reader seeing the sim's writer does not mean the sim's writer has matched our
+        reader yet: a /clock sent before that is lost, not late. Each try asks for a new
+        target (a repeated one is ignored); the reset after makes the state the same however
+        many tries it took (the reset noise draws once per reset).
+        """
+        since = time.monotonic()
+        for tries in range(1, 51):
+            self.step_pub.publish(Clock(clock=Time(nanoseconds=tries * 20 * MS).to_msg()))
+            time.sleep(0.2)
+            if self.clock.since(since):
+                break
+        else:
+            raise AssertionError('no /clock after 50 step_until requests, 0.2 s apart')
+        # Once one came back, every later request gets its /clock: wait for the last.
+        self.clock.wait_for(lambda m: ns_of(m) == tries * 20 * MS, since=since, timeout=5.0,
+                            what='the /clock of the last start-up step_until')
+        since = time.monotonic()
+        self.probe.call(self.clients['reset_simulation'], Empty.Request())
+        self.clock.wait_for(lambda m: ns_of(m) == 0, since=since, timeout=5.0,
+                            what='/clock at 0 after the start-up reset')
 
     def record(self, msg_type, topic: str) -> Recorder:
         recorder = Recorder(self.probe, msg_type, f'{self.sim.ns}/{topic}')
@@ -332,7 +357,8 @@ def lockstep(probe, log_dir):
 
 def clock_now(sim: Sim) -> int:
     ticks = sim.clock.since(0.0)
-    return ns_of(ticks[-1][1]) if ticks else 0
+    assert ticks, 'no /clock yet (ready() waits for one)'
+    return ns_of(ticks[-1][1])
 
 
 def test_lockstep_steps_exactly_to_the_target_and_stops(lockstep):
