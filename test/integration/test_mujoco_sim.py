@@ -450,8 +450,9 @@ def test_lockstep_reset_sends_the_rewound_clock_before_the_state(lockstep):
             node.create_subscription(JointState, f'{ns}/joint_states', keep('state'),
                                      QoSProfile(depth=50))]
     try:
-        time.sleep(0.5)  # the sim's writers learn about the new readers
-        step_until(lockstep, clock_now(lockstep) + 200 * MS)
+        # Step until both new readers got something: the sim's writers have matched them.
+        wait_until(lambda: step_until(lockstep, clock_now(lockstep) + 200 * MS)
+                   and sent['clock'] and sent['state'], 10.0, 'the new readers to be matched')
         lockstep.probe.call(lockstep.clients['reset_simulation'], Empty.Request())
         wait_until(lambda: any(t == 0 for t, _ in sent['clock'])
                    and any(t == 0 for t, _ in sent['state']), 2.0,
