@@ -105,6 +105,14 @@ def steps(env: gym.Env, count: int) -> list[tuple]:
 # -- several publishers on one JointState topic ------------------------------------------------
 
 
+def env_subscription(env: gym.Env, topic: str) -> Any:
+    """Return the env's subscription to ``topic`` (on its io node)."""
+    subscriptions = env.unwrapped._runtime.io_node.subscriptions
+    found = [sub for sub in subscriptions if sub.topic_name == topic]
+    assert found, f'no subscription to {topic}: {[sub.topic_name for sub in subscriptions]}'
+    return found[0]
+
+
 def test_joint_states_of_an_arm_and_a_gripper_on_one_topic(streams, make_env):
     arm = streams.joint_states(['j0'], [1.0], rate=100.0)
     gripper = streams.joint_states(['g'], [2.0], rate=30.0)
@@ -193,6 +201,9 @@ def test_termination_counts_for_the_time_step_it_arrives_in(streams, make_env):
     env.reset()
     steps(env, 2)
     wait_until(lambda: done.get_subscription_count(), 10.0, 'the env on the done topic')
+    # Matched both ways, or the one message is lost: the env's reader sees this publisher too.
+    wait_until(lambda: env_subscription(env, f'{streams.ns}/done').get_publisher_count(), 10.0,
+               'the env to match the done publisher')
     done.publish(Bool(data=True))
     ended = False
     for _ in range(20):
