@@ -33,11 +33,18 @@ class Driven:
         self.agent = subprocess.Popen(
             [sys.executable, str(REPO / 'test' / 'support' / 'stepping_agent.py'), self.sim.ns,
              str(TORQUE), mode], cwd=REPO, env=dict(CHILD_ENV, PYTHONFAULTHANDLER='1'),
-            stdout=subprocess.PIPE,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
         assert self.agent.stdout.readline().strip() == 'STEPPING', self.agent_output()
         self.wait_effort(lambda effort: effort == pytest.approx(TORQUE), timeout=5.0,
                          what='the sim applying the agent torque')
+
+    def tell(self) -> float:
+        """Tell the agent to raise or stall (its mode); return the wall time it was told."""
+        told = time.monotonic()
+        self.agent.stdin.write('now\n')
+        self.agent.stdin.flush()
+        return told
 
     def wait_effort(self, check, *, timeout: float, what: str, since: float = 0.0) -> float:
         start = time.monotonic()
@@ -87,16 +94,18 @@ def test_sigint_sends_the_default_action(driven):
 
 def test_exception_in_training_loop_sends_the_default_action(driven):
     robot = driven('raise')
+    since = robot.tell()
     robot.agent.wait(timeout=20)
     assert robot.agent.returncode == 1
     assert 'the training loop crashed' in robot.agent.stderr.read()
-    robot.wait_effort(lambda effort: effort == 0.0, timeout=3.0,
+    robot.wait_effort(lambda effort: effort == 0.0, since=since, timeout=3.0,
                       what='zero effort after the crash')
 
 
 def test_stalled_agent_is_stopped_by_the_watchdog(driven):
     robot = driven('stall')  # config/robots/pendulum_sim.yaml: watchdog_timeout 0.5
-    waited = robot.wait_effort(lambda effort: effort == 0.0, timeout=5.0,
+    since = robot.tell()
+    waited = robot.wait_effort(lambda effort: effort == 0.0, since=since, timeout=5.0,
                                what='zero effort from the watchdog')
     assert waited < 3.0
     assert robot.agent.poll() is None  # the process is still alive: it is the watchdog

@@ -2,13 +2,15 @@
 A training process for the fault tests: steps ros-v1 with a constant action until told.
 
 ``python test/support/stepping_agent.py NAMESPACE ACTION MODE`` with MODE ``run`` (step forever),
-``raise`` (raise after 100 steps), ``stall`` (stop calling step() after 100 steps, stay alive).
-Prints STEPPING once the robot is being driven. No signal handling of its own: what happens
-on SIGINT / an exception is what the env does for any user script.
+``raise`` (raise) or ``stall`` (stop calling step(), stay alive) once a line comes on stdin: the
+test first sees the robot driven, however slowly its messages reach it. Prints STEPPING once
+the robot is being driven. No signal handling of its own: what happens on SIGINT / an
+exception is what the env does for any user script.
 """
 
 from pathlib import Path
 import sys
+import threading
 import time
 
 import gymnasium as gym
@@ -25,13 +27,15 @@ def main() -> None:
                    ep_max_length=10 ** 9, reset_timeout=30.0)
     env.reset()
     action = np.array([value], np.float32)
+    told = threading.Event()
+    threading.Thread(target=lambda: sys.stdin.readline() and told.set(), daemon=True).start()
     for step in range(10 ** 9):
         env.step(action)
         if step == 20:
             print('STEPPING', flush=True)
-        if step == 100 and mode == 'raise':
+        if told.is_set() and mode == 'raise':
             raise RuntimeError('the training loop crashed')
-        if step == 100 and mode == 'stall':
+        if told.is_set() and mode == 'stall':
             time.sleep(3600)
 
 
