@@ -70,18 +70,20 @@ class ElasticSchedule:
         """Place the next time-step; ``now`` is read right after the action was sent."""
         if not self.initialized:
             raise RuntimeError('the schedule must be initialized before the first time-step')
-        late_by = now - self.t_end
-        if now < self.t_end + self.time_step_timeout:
-            self.t_start = self.t_end
+        t_end = self.t_end
+        if now < t_end + self.time_step_duration * self.time_step_timeout_factor:
             start = StepStart.ELASTIC
+            t_start = t_end
         else:
             # rtgym clears its 'waiting' flag only when the elasticity is actually broken.
             start = StepStart.RESTARTED if self.expecting_restart else StepStart.TIMED_OUT
             self.expecting_restart = False
-            self.t_start = now
-        self.t_co = self.t_start + self.start_obs_capture
-        self.t_end = self.t_start + self.time_step_duration
-        return StepOutcome(start=start, late_by=late_by)
+            t_start = now
+        # Per time-step, after a sleep, with cold caches: locals and a positional tuple.
+        self.t_start = t_start
+        self.t_co = t_start + self.start_obs_capture
+        self.t_end = t_start + self.time_step_duration
+        return StepOutcome(start, now - t_end)
 
     def shift(self, delta: float) -> None:
         """Move the whole schedule by ``delta`` seconds (the clock jumped, e.g. a sim reset)."""

@@ -2,9 +2,10 @@
 One elastic time-step, run as timer callbacks on the executor thread.
 
 Start: send the action, place the step on the schedule, arm a deadline for ``t_co``. At
-``t_co``: capture the observation, arm a deadline for ``t_end``. At ``t_end``: signal the
-user's thread, which is waiting in ``step()``. An exception in any of these is kept for the
-user's thread to re-raise, and the robot is sent its safe action.
+``t_co``: capture the observation, arm a deadline for ``t_end`` (none when the capture is at
+the end). At ``t_end``: signal the user's thread, which is waiting in ``step()``. An exception
+in any of these is kept for the user's thread to re-raise, and the robot is sent its safe
+action.
 
 Lockstep: right after the action is sent, the paused simulator is asked to advance to ``t_co``
 (``advance``), and after the capture to ``t_end``; the deadlines then wait for its clock
@@ -185,9 +186,13 @@ class TimeStepRunner:
             self._capture()
             if self._bench:
                 self._bench.end_get_obs_time()
-            if self._advance is not None and self.schedule.t_end > self.schedule.t_co:
-                self._advance(self.schedule.t_end)
-            self._timer.arm(self.schedule.t_end, self._complete)
+            schedule = self.schedule
+            if schedule.t_end <= schedule.t_co:  # captured at the end: no deadline to arm
+                self._complete()
+                return
+            if self._advance is not None:
+                self._advance(schedule.t_end)
+            self._timer.arm(schedule.t_end, self._complete)
         except Exception as error:
             self._fail(error)
 
@@ -214,12 +219,13 @@ class TimeStepRunner:
             # a rearm() that sees the count goes on as if done had been set here.
             self.completed = completion
         self.done.set()
+        if take:  # the action is sent now, at t_end; step() returns meanwhile or right after
+            self.start(offered[0])
+            return
         # Hand the GIL to the user's thread now, waiting in step(), rather than after the
         # executor's next round of Python bookkeeping: halves capture-to-return latency.
         time.sleep(0)
-        if take:
-            self.start(offered[0])
-        elif listening:
+        if listening:
             self._wait_for_next_action()
 
     def _keeps_the_thread(self) -> bool:

@@ -98,6 +98,20 @@ def test_send_then_capture_at_t_co_then_done_at_t_end():
     assert recorder.outcomes[0].start is StepStart.ELASTIC
 
 
+def test_a_capture_at_the_end_completes_without_arming_another_deadline():
+    """start_obs_capture == T (rtgym's benchmark setting): one deadline per step, not two."""
+    runner, timer, recorder = make()
+    runner.schedule.set_start_obs_capture(T)
+    arms = []
+    arm = timer.arm
+    timer.arm = lambda target, callback: (arms.append(target), arm(target, callback))
+    runner.prepare()
+    runner.start('a')
+    timer.advance_to(10.0 + T)
+    assert recorder.events[-1] == ('capture', None, 10.0 + T) and runner.done.is_set()
+    assert arms == [10.0 + T]
+
+
 def test_late_start_captures_at_once_when_t_co_is_past():
     runner, timer, recorder = make()
     timer.time = 10.0 + 0.9 * T  # the agent is late, still within elasticity
