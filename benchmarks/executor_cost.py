@@ -10,9 +10,14 @@ RESULTS.md, step timing). Each figure is the CPU time of the waking thread
   (:class:`rtgym_ros.ros.lean_executor.LeanExecutor`), ``single`` (rclpy's
   ``SingleThreadedExecutor``) and ``events`` (rclpy's C++ events executor), in turn;
 - waits: ``time.sleep(0.01)``, ``threading.Event().wait(0.01)``, and an rcl wait set holding
-  one 100 Hz timer, the primitives under the env's threads.
+  one 100 Hz timer, the primitives under the env's threads;
+- after a sleep (``--parts cold``): the CPU of a bare sleep to a deadline 10, 1 and 0.1 ms
+  away, and of the same small piece of Python run right after it. A thread that slept longer
+  wakes to colder caches: on a VM the same code can take several times the CPU, which is why
+  the code run per wake-up weighs more at 100 Hz than at 1 kHz.
 
     python3 benchmarks/executor_cost.py --repeat 3
+    python3 benchmarks/executor_cost.py --parts cold --repeat 3
 """
 
 import argparse
@@ -95,11 +100,63 @@ def wait_cost(context: Context, name: str, seconds: float) -> float:
         node.destroy_node()
 
 
+COLD_PERIODS = (0.01, 0.001, 0.0001)  # s slept before each wake-up
+_TABLE = {'a': 1}
+
+
+def _small_work() -> int:
+    """About a hundred bytecodes, a dict and a few calls: a stand-in for one step's Python."""
+    total = 0
+    for i in range(50):
+        total += _TABLE['a'] * i
+    return total + len(str(total)) + max(total, 1)
+
+
+def after_sleep_cost(period: float, seconds: float) -> tuple[float, float]:
+    """Return µs of CPU per wake-up of a sleep to a deadline ``period`` away, and of the work."""
+    count = max(int(seconds / period), 100)
+    slept = worked = 0
+    deadline = time.monotonic()
+    for _ in range(count):
+        deadline += period
+        start = time.thread_time_ns()
+        remaining = deadline - time.monotonic()
+        if remaining > 0.0:
+            time.sleep(remaining)
+        woke = time.thread_time_ns()
+        _small_work()
+        slept += woke - start
+        worked += time.thread_time_ns() - woke
+    return slept / count / 1e3, worked / count / 1e3
+
+
+def _cold_table(repeat: int, seconds: float) -> None:
+    results: dict[float, list[tuple[float, float]]] = {period: [] for period in COLD_PERIODS}
+    for _ in range(repeat):
+        for period in COLD_PERIODS:
+            results[period].append(after_sleep_cost(period, seconds))
+    print('| slept before each wake-up | CPU of the sleep (µs), median | CPU of the same '
+          'Python after it (µs), median | runs (sleep / work) |')
+    print('|---|---:|---:|---|')
+    for period, values in results.items():
+        runs = ', '.join(f'{a:.0f}/{b:.0f}' for a, b in values)
+        print(f'| {period * 1e3:g} ms | {np.median([a for a, _ in values]):.0f} | '
+              f'{np.median([b for _, b in values]):.0f} | {runs} |')
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--seconds', type=float, default=2.0, help='per figure (2)')
     parser.add_argument('--repeat', type=int, default=3, help='runs of each (medians)')
+    parser.add_argument('--parts', nargs='+', choices=('wakeups', 'cold'), default=['wakeups'],
+                        help='wakeups: executors and waits (default); cold: work after a sleep')
     args = parser.parse_args()
+    if 'cold' in args.parts:
+        print(f'load average before: {os.getloadavg()[0]:.2f}')
+        _cold_table(args.repeat, args.seconds)
+        print(f'load average after: {os.getloadavg()[0]:.2f}')
+        if 'wakeups' not in args.parts:
+            return 0
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     context = Context()
     rclpy.init(context=context, domain_id=1 + os.getpid() % 200,

@@ -16,6 +16,25 @@ from rtgym_ros.ros.clock_reader import ClockReader
 
 _SIM_TIME_SLACK = 1e-9  # /clock has ns resolution: 'reached' means within one tick
 _MIN_WALL_LEAD = 50e-6  # below this, re-arming a timer costs more than sleeping
+LAST_STRETCH = 1e-3
+"""
+Seconds before a wall-time deadline at which a longer sleep stops and a short one takes over.
+
+On this project's VMs a 10 ms sleep ends 50-100 µs late, now and then milliseconds (the idle
+vCPU was given away); a sleep of the last millisecond ends within tens of µs. One more wake-up
+per deadline, and about the same CPU per time-step: the threads woken after it find a running
+CPU (benchmarks/RESULTS.md, step timing).
+"""
+
+
+def sleep_to(target: float, remaining: float, now: Callable[[], float],
+             sleep: Callable[[float], None] = time.sleep) -> None:
+    """Sleep until ``target`` on ``now``'s clock, ``remaining`` s away: the last stretch apart."""
+    if remaining > 2.0 * LAST_STRETCH:
+        sleep(remaining - LAST_STRETCH)
+        remaining = target - now()
+    if remaining > 0.0:
+        sleep(remaining)
 
 
 class DeadlineTimer:
@@ -75,7 +94,7 @@ class DeadlineTimer:
         if remaining <= early:
             self._stop_timer()
             if not sim_time and remaining > 0.0:
-                time.sleep(remaining)  # on wall time, the last stretch is slept
+                sleep_to(self._target, remaining, clock.now)  # on wall time, slept
             self._fire()
             return
         self._timer.timer_period_ns = int((remaining - early) * 1e9)

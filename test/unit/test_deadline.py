@@ -1,9 +1,15 @@
-"""The lockstep deadline on a hand-set clock: inline waits, posted callbacks, no lost wake-up."""
+"""
+Deadlines on a hand-set clock.
+
+The lockstep deadline (inline waits, posted callbacks, no lost wake-up) and the wall-time
+sleep to a deadline.
+"""
 
 import threading
 import time
 
-from rtgym_ros.ros.deadline import ClockDeadline
+import pytest
+from rtgym_ros.ros.deadline import ClockDeadline, LAST_STRETCH, sleep_to
 
 
 class Clock:
@@ -80,3 +86,31 @@ def test_a_posted_callback_of_a_cancelled_or_moved_deadline_does_nothing():
     deadline.on_clock()
     run(posted)
     assert fired == ['new']
+
+
+def _sleeping_clock(start: float, overshoot: float = 0.0):
+    """Return a clock that each sleep moves on by what was asked, plus ``overshoot``."""
+    clock, slept = Clock(), []
+    clock.time = start
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.time += seconds + overshoot
+
+    return clock, slept, sleep
+
+
+def test_a_far_deadline_sleeps_its_last_stretch_apart():
+    clock, slept, sleep = _sleeping_clock(0.0, overshoot=300e-6)
+    sleep_to(0.01, 0.01, clock.now, sleep)
+    # The first sleep ended 300 µs late; the second sleeps what is left, from a fresh reading.
+    assert slept == [pytest.approx(0.01 - LAST_STRETCH), pytest.approx(LAST_STRETCH - 300e-6)]
+
+
+def test_a_near_deadline_is_one_sleep_and_a_past_one_none():
+    clock, slept, sleep = _sleeping_clock(0.0)
+    sleep_to(1.5 * LAST_STRETCH, 1.5 * LAST_STRETCH, clock.now, sleep)
+    assert slept == [pytest.approx(1.5 * LAST_STRETCH)]
+    clock, slept, sleep = _sleeping_clock(0.0, overshoot=2 * LAST_STRETCH)
+    sleep_to(0.01, 0.01, clock.now, sleep)  # the first sleep overshot the deadline
+    assert slept == [pytest.approx(0.01 - LAST_STRETCH)]
