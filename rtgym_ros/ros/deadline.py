@@ -21,9 +21,8 @@ LAST_STRETCH = 1e-3
 Seconds before a wall-time deadline at which a longer sleep stops and a short one takes over.
 
 On this project's VMs a 10 ms sleep ends 50-100 µs late, now and then milliseconds (the idle
-vCPU was given away); a sleep of the last millisecond ends within tens of µs. One more wake-up
-per deadline, and about the same CPU per time-step: the threads woken after it find a running
-CPU (benchmarks/RESULTS.md, step timing).
+vCPU was given away); a sleep of the last millisecond ends within tens of µs. It costs one more
+wake-up per deadline (benchmarks/RESULTS.md, cold wake-ups and the last stretch).
 """
 
 
