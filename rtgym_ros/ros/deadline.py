@@ -28,10 +28,15 @@ wake-up per deadline (benchmarks/RESULTS.md, cold wake-ups and the last stretch)
 
 def sleep_to(target: float, remaining: float, now: Callable[[], float],
              sleep: Callable[[float], None] = time.sleep) -> None:
-    """Sleep until ``target`` on ``now``'s clock, ``remaining`` s away: the last stretch apart."""
+    """
+    Sleep until ``target`` on ``now``'s clock, ``remaining`` s away: the last stretch apart.
+
+    The second sleep is at most the last stretch: a system clock set back meanwhile must not
+    keep the executor thread asleep (the clock's jump callback moves the schedule instead).
+    """
     if remaining > 2.0 * LAST_STRETCH:
         sleep(remaining - LAST_STRETCH)
-        remaining = target - now()
+        remaining = min(target - now(), LAST_STRETCH)
     if remaining > 0.0:
         sleep(remaining)
 

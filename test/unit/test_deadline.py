@@ -114,3 +114,15 @@ def test_a_near_deadline_is_one_sleep_and_a_past_one_none():
     clock, slept, sleep = _sleeping_clock(0.0, overshoot=2 * LAST_STRETCH)
     sleep_to(0.01, 0.01, clock.now, sleep)  # the first sleep overshot the deadline
     assert slept == [pytest.approx(0.01 - LAST_STRETCH)]
+
+
+def test_a_clock_set_back_during_the_first_sleep_does_not_lengthen_the_second():
+    clock, slept, sleep = _sleeping_clock(0.0)
+
+    def sleep_then_set_back(seconds: float) -> None:
+        sleep(seconds)
+        if len(slept) == 1:
+            clock.time -= 3600.0  # the system clock was set back an hour
+
+    sleep_to(0.01, 0.01, clock.now, sleep_then_set_back)
+    assert slept == [pytest.approx(0.01 - LAST_STRETCH), pytest.approx(LAST_STRETCH)]
