@@ -66,11 +66,14 @@ def test_observation_shows_the_applied_action_with_the_buffer_delay(spawn, make_
     actions = [f32(a) for a in np.random.default_rng(1).permutation(np.linspace(-0.9, 0.9, 24))]
     applied = [DEFAULT]  # the action of the time-step each observation is captured in
     matches = 0
+    unreached = 0  # leading observations of a robot that has received no command yet
+    positions = []
     for i, a in enumerate(actions):
         obs, *_ = env.step(act(a))
         buffer = obs['action_buffer'][:, 0].tolist()
         assert buffer == [applied[-1], a], 'the action buffer is [applied, newest]'
         position, count, resets = obs['joints'].tolist()
+        positions.append(position)
         assert position != a, f'step {i}: the observation shows an action not yet applied'
         # 0.0: the robot's state before any command, still the newest one at the first captures
         # when a loaded machine delays the reset's default action.
@@ -79,9 +82,16 @@ def test_observation_shows_the_applied_action_with_the_buffer_delay(spawn, make_
         if position == buffer[0]:
             matches += 1
             assert count == len(applied), f'step {i}: {count} commands, expected {len(applied)}'
+        elif position == 0.0 and unreached == i:
+            # A loaded machine can take a few time-steps to match the robot's reader to the
+            # env's new command writer both ways; what was sent before is lost, as on any
+            # volatile topic (test_actions_reach_robot_in_order_within_a_time_step).
+            unreached += 1
         applied.append(a)
-    assert matches >= 0.8 * len(actions), f'only {matches}/{len(actions)} observations showed ' \
-        'the action of the time-step they were captured in'
+    measured = len(actions) - unreached
+    assert unreached <= 8, f'the robot showed no command for {unreached} time-steps: {positions}'
+    assert matches >= 0.8 * measured, f'only {matches}/{measured} observations showed the ' \
+        f'action of the time-step they were captured in: {positions} for {applied[:-1]}'
 
 
 # -- staleness --------------------------------------------------------------------------------
