@@ -71,7 +71,7 @@ class ElasticSchedule:
         if not self.initialized:
             raise RuntimeError('the schedule must be initialized before the first time-step')
         t_end = self.t_end
-        if now < t_end + self.time_step_duration * self.time_step_timeout_factor:
+        if now < t_end + self.time_step_timeout:
             start = StepStart.ELASTIC
             t_start = t_end
         else:
