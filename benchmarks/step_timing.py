@@ -19,6 +19,7 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from typing import Callable
 import warnings
@@ -124,6 +125,51 @@ def _process_costs(before: resource.struct_rusage, after: resource.struct_rusage
             'preemptions_per_step': (after.ru_nivcsw - before.ru_nivcsw) / steps}
 
 
+THREAD_GROUPS = ('user', 'env', 'dds')
+"""The user's thread (``step()`` and the agent), the env's threads, the DDS threads."""
+
+
+def _thread_costs() -> dict[str, tuple[int, int]]:
+    """
+    CPU nanoseconds and wake-ups so far of this process's threads, by group (Linux ``/proc``).
+
+    ``schedstat`` counts the CPU in nanoseconds (``stat``'s ticks are 10 ms). DDS threads are
+    Fast DDS's own (named ``dds.*``); every other thread but the user's belongs to the env
+    (rtgym_ros's executor, io and watchdog threads; rtgym's background thread).
+    """
+    user = threading.main_thread().native_id
+    totals = {group: [0, 0] for group in THREAD_GROUPS}
+    try:
+        tids = os.listdir('/proc/self/task')
+    except OSError:
+        return {}
+    for tid in tids:
+        base = f'/proc/self/task/{tid}'
+        try:
+            with open(f'{base}/schedstat') as stream:
+                cpu_ns = int(stream.read().split()[0])
+            with open(f'{base}/comm') as stream:
+                name = stream.read().strip()
+            with open(f'{base}/status') as stream:
+                wakeups = next(int(line.split()[1]) for line in stream
+                               if line.startswith('voluntary_ctxt_switches'))
+        except (OSError, ValueError, StopIteration):  # the thread ended meanwhile
+            continue
+        group = 'user' if int(tid) == user else 'dds' if name.startswith('dds.') else 'env'
+        totals[group][0] += cpu_ns
+        totals[group][1] += wakeups
+    return {group: (cpu, wakeups) for group, (cpu, wakeups) in totals.items()}
+
+
+def _thread_split(before: dict, after: dict, steps: int) -> dict:
+    """CPU (µs) and wake-ups per step of each thread group; threads that ended are missed."""
+    if not before or not after:
+        return {}
+    return {group: {'cpu_per_step_us': (after[group][0] - before[group][0]) / steps / 1e3,
+                    'wakeups_per_step': (after[group][1] - before[group][1]) / steps}
+            for group in THREAD_GROUPS}
+
+
 def _noting_lateness(interface_cls: type, lateness: list, probe: list) -> type:
     """Subclass ``interface_cls``: each capture first notes ``probe[0]()``, how late it is."""
 
@@ -179,6 +225,7 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options:
             ros_config = getattr(env.unwrapped, 'config', None) if env_name == 'rtgym_ros' \
                 else None
             caught_in_warmup = 0
+            threads_before = _thread_costs()
             usage_before = resource.getrusage(resource.RUSAGE_SELF)
             for index in range(steps):
                 env.step(np.zeros(1, dtype=np.float32))
@@ -186,8 +233,10 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options:
                 work.append(load(time_step / 2))
                 if index == WARMUP_STEPS - 1:
                     caught_in_warmup = len(caught)
+                    threads_before = _thread_costs()
                     usage_before = resource.getrusage(resource.RUSAGE_SELF)
             usage_after = resource.getrusage(resource.RUSAGE_SELF)
+            threads_after = _thread_costs()
             wall = time.perf_counter() - start
             # The last step() started one more time-step on a background thread: let it start
             # (and warn) inside this block, then wait for it to end.
@@ -210,6 +259,7 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options:
         'timeouts_after_warmup': timeouts_after_warmup, 'other_warnings': others[:5],
         'wall_s': wall, 'nominal_s': steps * time_step,
         **_process_costs(usage_before, usage_after, measured_steps),
+        'threads': _thread_split(threads_before, threads_after, measured_steps),
         **_delays(captures, sends, returns),
         'capture_late_us': _percentiles(np.asarray(lateness[WARMUP_STEPS:])),
         'work_per_step': float(np.mean(measured_work)) if load_name != 'sleep' else None,
@@ -433,6 +483,40 @@ def format_markdown(results: list[dict]) -> str:
     return '\n'.join(lines)
 
 
+THREAD_HEADER = ['rate', 'agent', 'env', "user's thread: CPU (µs) / wake-ups",
+                 "env's threads: CPU (µs) / wake-ups", 'DDS threads: CPU (µs) / wake-ups']
+"""Where a step's CPU and wake-ups go: the user's thread runs ``step()`` and the agent."""
+
+
+def _thread_rows(results: list[dict]) -> list[list[str]]:
+    groups: dict[tuple, list[dict]] = {}
+    for result in results:
+        if result.get('threads'):
+            key = (result['rate_hz'], LOADS.index(result['load']), ENVS.index(result['env']),
+                   _env_label(result))
+            groups.setdefault(key, []).append(result)
+    rows = []
+    for key in sorted(groups):
+        runs = groups[key]
+        cells = []
+        for group in THREAD_GROUPS:
+            cpu = np.median([r['threads'][group]['cpu_per_step_us'] for r in runs])
+            wakeups = np.median([r['threads'][group]['wakeups_per_step'] for r in runs])
+            cells.append(f'{cpu:.0f} / {wakeups:.1f}')
+        rows.append([_rate_label(key[0]), runs[0]['load'], key[3], *cells])
+    return rows
+
+
+def format_thread_markdown(results: list[dict]) -> str:
+    """Return the per-thread split of CPU and wake-ups per step (medians) as a markdown table."""
+    rows = _thread_rows(results)
+    if not rows:
+        return ''
+    lines = ['| ' + ' | '.join(THREAD_HEADER) + ' |',
+             '|' + '|'.join(['---'] * 3 + ['---:'] * (len(THREAD_HEADER) - 3)) + '|']
+    return '\n'.join(lines + ['| ' + ' | '.join(row) + ' |' for row in rows])
+
+
 def format_text(results: list[dict]) -> str:
     rows = [HEADER] + _rows(results)
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
@@ -487,6 +571,9 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, 'w') as stream:
             json.dump({'meta': meta, 'results': results}, stream, indent=1)
     print(format_markdown(results) if args.markdown else format_text(results))
+    split = format_thread_markdown(results)
+    if split:
+        print(f'\nPer step, by thread (medians):\n\n{split}')
     failed = [r for r in results
               if 'error' in r or r.get('returncode') or r.get('terminate_called')]
     return 1 if failed else 0
