@@ -36,7 +36,8 @@ WARMUP_STEPS = 20
 QUICK_DIVISOR = 5
 TERMINATE_MARK = 'terminate called'
 PACKAGE_DEFAULT = 'default'  # an rtgym_ros option left at the package's default
-OPTIONS = {'gil_switch_interval': 'switch', 'timer_lead': 'lead', 'timer_slack': 'slack'}
+OPTIONS = {'gil_switch_interval': 'switch', 'timer_lead': 'lead', 'timer_slack': 'slack',
+           'timer_last_stretch': 'stretch'}
 """rtgym_ros config keys settable from the command line, and their names in the env column."""
 
 
@@ -329,6 +330,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(default: the package's; 'none' leaves the interpreter's)")
     parser.add_argument('--timer-lead', type=_lead_arg, default=PACKAGE_DEFAULT, metavar='S',
                         help="rtgym_ros's timer_lead (default: the package's)")
+    parser.add_argument('--timer-last-stretch', type=_lead_arg, default=PACKAGE_DEFAULT,
+                        metavar='S', help="rtgym_ros's timer_last_stretch (default: the "
+                        "package's; 0 sleeps once per deadline)")
     parser.add_argument('--timer-slack', type=_switch_arg, default=PACKAGE_DEFAULT,
                         metavar='S|none', help="rtgym_ros's timer_slack (default: the "
                         "package's; 'none' leaves the kernel's)")

@@ -135,7 +135,8 @@ class RealTimeEnv(gymnasium.Env):
                                         inline_wait=_LOCKSTEP_INLINE_WAIT)
             self._runtime.add_clock_listener(self._timer.on_clock)
         else:
-            self._timer = DeadlineTimer(node, lead=cfg.timer_lead)
+            self._timer = DeadlineTimer(node, lead=cfg.timer_lead,
+                                        last_stretch=cfg.timer_last_stretch)
         self._watchdog = Watchdog(self._on_stall,
                                   name=f'rtgym_ros:{self._runtime.node_name}_watchdog')
         self._runner = TimeStepRunner(

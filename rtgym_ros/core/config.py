@@ -37,6 +37,7 @@ ROS_DEFAULTS: dict[str, Any] = {
     'clock_wait_timeout': 10.0,  # use_sim_time: how long the first reset() waits for /clock
     'domain_id': None,  # ROS domain; None takes ROS_DOMAIN_ID from the environment
     'timer_lead': 0.025,  # wall clock only: deadlines nearer than this are slept, as rtgym
+    'timer_last_stretch': 0.001,  # wall clock only: the end of a longer sleep, slept apart
     'gil_switch_interval': 0.0002,  # sys.setswitchinterval while an env lives; None: leave it
     'gc_freeze': True,  # gc.freeze() at start and each reset: full collections stay short
     'timer_slack': 1e-6,  # s the kernel may end the executor thread's sleeps late; None: leave it
@@ -82,6 +83,7 @@ class EnvConfig:
     clock_wait_timeout: float
     domain_id: int | None
     timer_lead: float
+    timer_last_stretch: float
     gil_switch_interval: float | None
     gc_freeze: bool
     timer_slack: float | None
@@ -109,7 +111,7 @@ def resolve_config(config: 'dict | EnvConfig | None') -> EnvConfig:
         raise ValueError("config['interface'] must be your RealTimeGymInterface subclass, "
                          'got the abstract RealTimeGymInterface itself')
     for key in ('time_step_duration', 'start_obs_capture', 'time_step_timeout_factor',
-                'timer_lead', 'clock_wait_timeout'):
+                'timer_lead', 'timer_last_stretch', 'clock_wait_timeout'):
         check_number(values[key], key=f"config['{key}']", minimum=0.0)
     check_number(values['ep_max_length'], key="config['ep_max_length']", minimum=1,
                  allow_inf=True)
@@ -171,6 +173,7 @@ def resolve_config(config: 'dict | EnvConfig | None') -> EnvConfig:
         clock_wait_timeout=float(values['clock_wait_timeout']),
         domain_id=None if domain_id is None else int(domain_id),
         timer_lead=float(values['timer_lead']),
+        timer_last_stretch=float(values['timer_last_stretch']),
         gil_switch_interval=None if switch is None else float(switch),
         gc_freeze=bool(values['gc_freeze']),
         timer_slack=None if slack is None else float(slack),

@@ -20,23 +20,26 @@ LAST_STRETCH = 1e-3
 """
 Seconds before a wall-time deadline at which a longer sleep stops and a short one takes over.
 
-On this project's VMs a 10 ms sleep ends 50-100 µs late, now and then milliseconds (the idle
-vCPU was given away); a sleep of the last millisecond ends within tens of µs. It costs one more
-wake-up per deadline (benchmarks/RESULTS.md, cold wake-ups and the last stretch).
+The default of the env's ``timer_last_stretch``. On this project's VMs a 10 ms sleep ends
+50-100 µs late, now and then milliseconds (the idle vCPU was given away); a sleep of the last
+millisecond ends within tens of µs. It costs one more wake-up per deadline, about 30 µs of CPU
+there (benchmarks/RESULTS.md, cold wake-ups and the last stretch).
 """
 
 
 def sleep_to(target: float, remaining: float, now: Callable[[], float],
-             sleep: Callable[[float], None] = time.sleep) -> None:
+             sleep: Callable[[float], None] = time.sleep, *,
+             stretch: float = LAST_STRETCH) -> None:
     """
-    Sleep until ``target`` on ``now``'s clock, ``remaining`` s away: the last stretch apart.
+    Sleep until ``target`` on ``now``'s clock, ``remaining`` s away: the last ``stretch`` apart.
 
     The second sleep is at most the last stretch: a system clock set back meanwhile must not
     keep the executor thread asleep (the clock's jump callback moves the schedule instead).
+    A stretch of 0 sleeps once.
     """
-    if remaining > 2.0 * LAST_STRETCH:
-        sleep(remaining - LAST_STRETCH)
-        remaining = min(target - now(), LAST_STRETCH)
+    if stretch > 0.0 and remaining > 2.0 * stretch:
+        sleep(remaining - stretch)
+        remaining = min(target - now(), stretch)
     if remaining > 0.0:
         sleep(remaining)
 
@@ -44,10 +47,11 @@ def sleep_to(target: float, remaining: float, now: Callable[[], float],
 class DeadlineTimer:
     """Call one callback once the node's clock reaches a target time."""
 
-    def __init__(self, node: Node, *, lead: float) -> None:
+    def __init__(self, node: Node, *, lead: float, last_stretch: float = LAST_STRETCH) -> None:
         self._node = node
         self._clock = ClockReader(node.get_clock())
         self._lead = lead
+        self._last_stretch = last_stretch
         self._target: float | None = None
         self._callback: Callable[[], None] | None = None
         self._timer = node.create_timer(3600.0, self._on_timer, autostart=False)
@@ -98,7 +102,8 @@ class DeadlineTimer:
         if remaining <= early:
             self._stop_timer()
             if not sim_time and remaining > 0.0:
-                sleep_to(self._target, remaining, clock.now)  # on wall time, slept
+                sleep_to(self._target, remaining, clock.now,  # on wall time, slept
+                         stretch=self._last_stretch)
             self._fire()
             return
         self._timer.timer_period_ns = int((remaining - early) * 1e9)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from rtgym_ros.core.config import BOOL_KEYS, DEFAULT_CONFIG_DICT, resolve_config
 from rtgym_ros.core.validate import check_bool, short_repr
+from rtgym_ros.ros.deadline import LAST_STRETCH
 
 # Each of these acted as True (or False) before: bool('false') is True.
 NOT_BOOLS = ['false', 'False', '0', 'n', 'off', '', 0, 1, 0.0, None, [False]]
@@ -59,3 +60,15 @@ def test_timer_slack_out_of_range_fails_with_the_key(value):
 def test_timer_slack_in_range_or_none_is_kept(value):
     assert resolve_config({'interface': CountingInterface, 'timer_slack': value}).timer_slack \
         == (None if value is None else float(value))
+
+
+@pytest.mark.parametrize('value', [-1e-3, 'short', float('nan'), None], ids=repr)
+def test_timer_last_stretch_must_be_a_number_of_seconds(value):
+    with pytest.raises((ValueError, TypeError), match=r"config\['timer_last_stretch'\]"):
+        resolve_config({'interface': CountingInterface, 'timer_last_stretch': value})
+
+
+def test_timer_last_stretch_defaults_to_the_deadline_module_s():
+    assert resolve_config({'interface': CountingInterface}).timer_last_stretch == LAST_STRETCH
+    assert resolve_config({'interface': CountingInterface,
+                           'timer_last_stretch': 0}).timer_last_stretch == 0.0

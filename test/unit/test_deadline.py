@@ -126,3 +126,12 @@ def test_a_clock_set_back_during_the_first_sleep_does_not_lengthen_the_second():
 
     sleep_to(0.01, 0.01, clock.now, sleep_then_set_back)
     assert slept == [pytest.approx(0.01 - LAST_STRETCH), pytest.approx(LAST_STRETCH)]
+
+
+def test_a_last_stretch_of_zero_sleeps_once_and_another_one_is_kept():
+    clock, slept, sleep = _sleeping_clock(0.0, overshoot=300e-6)
+    sleep_to(0.01, 0.01, clock.now, sleep, stretch=0.0)
+    assert slept == [pytest.approx(0.01)]
+    clock, slept, sleep = _sleeping_clock(0.0)
+    sleep_to(0.01, 0.01, clock.now, sleep, stretch=2e-3)
+    assert slept == [pytest.approx(0.008), pytest.approx(0.002)]
