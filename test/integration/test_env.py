@@ -235,6 +235,34 @@ def test_the_thread_that_sleeps_the_deadlines_has_the_configured_timer_slack(mak
     assert timer_slack.of_this_thread() == ours  # the user's thread keeps its own
 
 
+class WakeCountingInterface(CountingInterface):
+    """Records the voluntary context switches of the thread that sleeps to the deadlines."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.switches = []
+
+    def get_obs_rew_terminated_info(self):
+        with open(f'/proc/self/task/{threading.get_native_id()}/status') as stream:
+            self.switches.append(next(int(line.split()[1]) for line in stream
+                                      if line.startswith('voluntary_ctxt_switches')))
+        return super().get_obs_rew_terminated_info()
+
+
+@pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /proc/self/task')
+def test_the_last_stretch_is_one_more_sleep_per_deadline_unless_it_is_zero(make_env):
+    per_step = {}
+    for stretch in (0.005, 0.0):  # T = 20 ms: two sleeps per deadline, then one
+        env = make_env(interface=WakeCountingInterface, timer_last_stretch=stretch)
+        env.reset()
+        for _ in range(25):
+            env.step(np.zeros(2, np.float32))
+        switches = np.diff(env.unwrapped.interface.switches[5:])
+        per_step[stretch] = float(np.median(switches))
+        env.close()
+    assert per_step == {0.005: 2.0, 0.0: 1.0}, per_step
+
+
 def test_an_action_given_in_time_starts_its_step_at_t_end_without_a_hand_over(make_env):
     # step(a) offers a before it waits: the executor thread starts the next step with it right
     # after the capture at t_end, on the same wake-up, instead of being handed it afterwards.
