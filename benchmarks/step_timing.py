@@ -25,6 +25,7 @@ from typing import Callable
 import warnings
 
 import numpy as np
+from bench_support import thread_costs  # noqa: I100
 from rtgym_ros.core.timing import capture_spacing_errors
 from rtgym_ros.nodes.timing_demo import clock_reading_interface, make_load
 
@@ -132,31 +133,18 @@ THREAD_GROUPS = ('user', 'env', 'dds')
 
 def _thread_costs() -> dict[str, tuple[int, int]]:
     """
-    CPU nanoseconds and wake-ups so far of this process's threads, by group (Linux ``/proc``).
+    CPU nanoseconds and wake-ups so far of this process's threads, by group.
 
-    ``schedstat`` counts the CPU in nanoseconds (``stat``'s ticks are 10 ms). DDS threads are
-    Fast DDS's own (named ``dds.*``); every other thread but the user's belongs to the env
-    (rtgym_ros's executor, io and watchdog threads; rtgym's background thread).
+    DDS threads are Fast DDS's own (named ``dds.*``); every other thread but the user's belongs
+    to the env (rtgym_ros's executor, io and watchdog threads; rtgym's background thread).
     """
     user = threading.main_thread().native_id
-    totals = {group: [0, 0] for group in THREAD_GROUPS}
-    try:
-        tids = os.listdir('/proc/self/task')
-    except OSError:
+    threads = thread_costs()
+    if not threads:
         return {}
-    for tid in tids:
-        base = f'/proc/self/task/{tid}'
-        try:
-            with open(f'{base}/schedstat') as stream:
-                cpu_ns = int(stream.read().split()[0])
-            with open(f'{base}/comm') as stream:
-                name = stream.read().strip()
-            with open(f'{base}/status') as stream:
-                wakeups = next(int(line.split()[1]) for line in stream
-                               if line.startswith('voluntary_ctxt_switches'))
-        except (OSError, ValueError, StopIteration):  # the thread ended meanwhile
-            continue
-        group = 'user' if int(tid) == user else 'dds' if name.startswith('dds.') else 'env'
+    totals = {group: [0, 0] for group in THREAD_GROUPS}
+    for tid, (name, cpu_ns, wakeups) in threads.items():
+        group = 'user' if tid == user else 'dds' if name.startswith('dds.') else 'env'
         totals[group][0] += cpu_ns
         totals[group][1] += wakeups
     return {group: (cpu, wakeups) for group, (cpu, wakeups) in totals.items()}
