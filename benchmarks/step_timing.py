@@ -450,17 +450,16 @@ def _figures(runs: list[dict]) -> list[str]:
             f"{_median(runs, 'wall_s'):.2f} / {runs[0]['nominal_s']:.2f}"]
 
 
-def _rows(results: list[dict]) -> list[list[str]]:
+def _rows(results: list[dict],
+          figures: Callable[[list[dict]], list[str]] = _figures) -> list[list[str]]:
+    """One row per (rate, load, env): the cell's label, then ``figures`` of its runs."""
     groups: dict[tuple, list[dict]] = {}
     for result in results:
         key = (result['rate_hz'], LOADS.index(result['load']), ENVS.index(result['env']),
                _env_label(result))
         groups.setdefault(key, []).append(result)
-    rows = []
-    for key in sorted(groups):
-        runs = groups[key]
-        rows.append([_rate_label(key[0]), runs[0]['load'], key[3], *_figures(runs)])
-    return rows
+    return [[_rate_label(key[0]), groups[key][0]['load'], key[3], *figures(groups[key])]
+            for key in sorted(groups)]
 
 
 HEADER = ['rate', 'agent', 'env', 'p50 (µs)', 'p99 (µs)', 'max (µs)',
@@ -468,11 +467,14 @@ HEADER = ['rate', 'agent', 'env', 'p50 (µs)', 'p99 (µs)', 'max (µs)',
           'agent work/step', 'wall / nominal (s)']
 
 
+def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ['| ' + ' | '.join(header) + ' |',
+             '|' + '|'.join(['---'] * 3 + ['---:'] * (len(header) - 3)) + '|']
+    return '\n'.join(lines + ['| ' + ' | '.join(row) + ' |' for row in rows])
+
+
 def format_markdown(results: list[dict]) -> str:
-    lines = ['| ' + ' | '.join(HEADER) + ' |',
-             '|' + '|'.join(['---'] * 3 + ['---:'] * (len(HEADER) - 3)) + '|']
-    lines += ['| ' + ' | '.join(row) + ' |' for row in _rows(results)]
-    return '\n'.join(lines)
+    return _markdown_table(HEADER, _rows(results))
 
 
 THREAD_HEADER = ['rate', 'agent', 'env', "user's thread: CPU (µs) / wake-ups",
@@ -480,33 +482,20 @@ THREAD_HEADER = ['rate', 'agent', 'env', "user's thread: CPU (µs) / wake-ups",
 """Where a step's CPU and wake-ups go: the user's thread runs ``step()`` and the agent."""
 
 
-def _thread_rows(results: list[dict]) -> list[list[str]]:
-    groups: dict[tuple, list[dict]] = {}
-    for result in results:
-        if result.get('threads'):
-            key = (result['rate_hz'], LOADS.index(result['load']), ENVS.index(result['env']),
-                   _env_label(result))
-            groups.setdefault(key, []).append(result)
-    rows = []
-    for key in sorted(groups):
-        runs = groups[key]
-        cells = []
-        for group in THREAD_GROUPS:
-            cpu = np.median([r['threads'][group]['cpu_per_step_us'] for r in runs])
-            wakeups = np.median([r['threads'][group]['wakeups_per_step'] for r in runs])
-            cells.append(f'{cpu:.0f} / {wakeups:.1f}')
-        rows.append([_rate_label(key[0]), runs[0]['load'], key[3], *cells])
-    return rows
+def _thread_figures(runs: list[dict]) -> list[str]:
+    """Format one cell's CPU and wake-ups per step of each thread group (medians)."""
+    cells = []
+    for group in THREAD_GROUPS:
+        cpu = np.median([r['threads'][group]['cpu_per_step_us'] for r in runs])
+        wakeups = np.median([r['threads'][group]['wakeups_per_step'] for r in runs])
+        cells.append(f'{cpu:.0f} / {wakeups:.1f}')
+    return cells
 
 
 def format_thread_markdown(results: list[dict]) -> str:
     """Return the per-thread split of CPU and wake-ups per step (medians) as a markdown table."""
-    rows = _thread_rows(results)
-    if not rows:
-        return ''
-    lines = ['| ' + ' | '.join(THREAD_HEADER) + ' |',
-             '|' + '|'.join(['---'] * 3 + ['---:'] * (len(THREAD_HEADER) - 3)) + '|']
-    return '\n'.join(lines + ['| ' + ' | '.join(row) + ' |' for row in rows])
+    rows = _rows([r for r in results if r.get('threads')], _thread_figures)
+    return _markdown_table(THREAD_HEADER, rows) if rows else ''
 
 
 def format_text(results: list[dict]) -> str:
