@@ -10,8 +10,8 @@ them as the agent does (for the node ``agent``). Printed: every env key with def
 the robot options, the agent's keys, the action space (per action group: topic, type, field,
 low, high, default), the observation space, and its layout: which index of which key is which
 message field, joint or transform output. Exit 0, or 2 when the config is invalid (the
-message names the key). rcl reads the file through a short-lived bare node that publishes
-nothing; no env node is made.
+message names the key). rcl reads the file through a short-lived bare node in a child
+process, which discovers no one; no env node is made.
 """
 
 import argparse

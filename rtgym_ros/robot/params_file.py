@@ -27,8 +27,8 @@ def load_params_file(path: str | Path, *, node_name: str, namespace: str = '',
     """
     Return the parameters rcl gives node ``namespace/node_name`` from ``path``, nested.
 
-    rcl reads the file for a bare node in a private context, in ``domain_id`` (None:
-    ``ROS_DOMAIN_ID``), that is gone when this returns.
+    rcl reads the file for a bare node in a child process, in ``domain_id`` (None:
+    ``ROS_DOMAIN_ID``), with discovery off; the child is gone when this returns.
 
     :raises FileNotFoundError: the file cannot be read (missing, a directory, no permission).
     :raises ValueError: not a text file, rcl refuses it, or no section applies to the node.

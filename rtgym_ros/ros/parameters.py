@@ -2,30 +2,32 @@
 Parameters as rcl gives them to one node: ``--ros-args --params-file F -p k:=v -r __ns:=/r1``.
 
 rcl itself parses the arguments and picks the parameters of the node, through a throw-away rcl
-node in a private context (no publisher, no service; gone when the parameters are read). So
-the agent's command line, ``ros2 launch`` and ``gym.make(..., robot_config=FILE)`` see the same
+node in a child process (``rcl_parameters.py``) whose DDS participant discovers no one. So the
+agent's command line, ``ros2 launch`` and ``gym.make(..., robot_config=FILE)`` see the same
 values: rcl's scalar typing, sections matched on the node's full name (with ``/*`` and
-``/**``), rcl's merge order, aliases refused.
+``/**``), rcl's merge order, aliases refused. A child costs about 0.1 s; in this process, the
+participant's teardown could block the caller for good (see ``rcl_parameters.py``).
 """
 
 from dataclasses import dataclass
-import re
+import os
+from pathlib import Path
+import pickle
+import subprocess
+import sys
 from typing import Any
 
-import rclpy
-from rclpy.context import Context
-from rclpy.exceptions import NameValidationException
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-from rclpy.parameter import Parameter
-from rclpy.qos import qos_profile_rosout_default
-from rclpy.signals import SignalHandlerOptions
-from rclpy.validate_namespace import validate_namespace
-from rclpy.validate_node_name import validate_node_name
+from rtgym_ros.ros.rcl_parameters import bounded
 
-# Declared by every rclpy node on its own; not part of a robot config.
-_BUILTIN_PARAMETERS = ('start_type_description_service',)
-# Longest part of an rcl error message repeated in ours.
-_MAX_REASON = 300
+# Seconds to wait for rcl's answer: an interpreter start, rclpy's import, rcl's parse.
+READ_TIMEOUT = 60.0
+_READER = Path(__file__).with_name('rcl_parameters.py')
+# Runs the reader as a script without the working directory on sys.path, so that a file
+# there (an rclpy.py, a yaml.py) cannot stand in for a module it imports.
+_BOOT = ('import runpy, sys; sys.path[:] = [p for p in sys.path if p]; '
+         'runpy.run_path(sys.argv[1], run_name="__main__")')
+# Lines of the reader's stderr quoted when it fails.
+_STDERR_LINES = 5
 
 
 @dataclass
@@ -42,8 +44,8 @@ class NodeParameters:
 
 
 def read_node_parameters(args: list[str], *, default_node_name: str, namespace: str = '',
-                         source: str = 'parameters',
-                         domain_id: int | None = None) -> NodeParameters:
+                         source: str = 'parameters', domain_id: int | None = None,
+                         timeout: float = READ_TIMEOUT) -> NodeParameters:
     """
     Return the parameters that rcl gives a node called ``default_node_name`` (or its remap).
 
@@ -51,84 +53,56 @@ def read_node_parameters(args: list[str], *, default_node_name: str, namespace: 
     :param namespace: the node's namespace unless ``args`` remaps it (``-r __ns:=/r1``).
     :param source: what errors name (a file, the command line).
     :param domain_id: the domain of the throw-away node (None: ``ROS_DOMAIN_ID``).
+    :param timeout: seconds to wait for rcl's answer.
     :raises ValueError: rcl refuses the arguments (the file's YAML, a mixed list, an alias),
         the name or namespace is invalid, or a parameter has no type (``[]``, ``{}``).
+    :raises TimeoutError: no answer within ``timeout``.
+    :raises RuntimeError: the child process failed (rclpy not importable there, a crash).
     """
-    context = Context()
-    try:
-        rclpy.init(args=args, context=context, domain_id=domain_id,
-                   signal_handler_options=SignalHandlerOptions.NO)
-    except (_rclpy.RCLError, _rclpy.UnknownROSArgsError) as error:
-        raise ValueError(f'{source}: rcl refuses it: {rcl_reason(error)}') from None
-    try:
-        node = _rcl_node(context, default_node_name, namespace, source=source)
-        try:
-            with node:
-                overrides = node.get_parameters(Parameter)
-                name, namespace = node.get_node_name(), node.get_namespace()
-        finally:
-            node.destroy_when_not_in_use()
-    finally:
-        context.try_shutdown()
-        context.destroy()
-    flat = {}
-    for parameter_name, parameter in overrides.items():
-        if parameter_name in _BUILTIN_PARAMETERS:
-            continue
-        if parameter.type_ == Parameter.Type.NOT_SET:
-            raise ValueError(f'{source}: parameter {_bounded(repr(parameter_name))} has no '
-                             'value rcl can type (an empty list [] or mapping {}); ROS nodes '
-                             'refuse it too: give it values or remove it')
-        flat[parameter_name] = _plain(parameter)
+    request = {'args': [str(arg) for arg in args], 'default_node_name': default_node_name,
+               'namespace': namespace, 'source': source, 'domain_id': domain_id}
+    answer = _ask_rcl(request, timeout=timeout)
+    if answer[0] == 'error':
+        raise ValueError(answer[1])
+    _, name, namespace, values = answer
     return NodeParameters(node_name=name, namespace=namespace,
-                          parameters=unflatten(flat, source=source))
+                          parameters=unflatten(values, source=source))
 
 
-def _rcl_node(context: Context, name: str, namespace: str, *, source: str) -> Any:
-    """
-    Create a bare rcl node: what ``rclpy.node.Node`` reads its parameter overrides from.
-
-    Without rosout, parameter services, a ``/parameter_events`` publisher or declared
-    parameters: nothing is published while the parameters are read.
-    """
+def _ask_rcl(request: dict[str, Any], *, timeout: float) -> tuple:
+    """Run the reader in a child process and return its answer, killing it if it hangs."""
+    source = request['source']
+    env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='OFF')
+    child = subprocess.Popen([sys.executable, '-c', _BOOT, str(_READER)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+    timed_out = False
     try:
-        with context.handle:
-            return _rclpy.Node(name, namespace, context.handle, None, True, False,
-                               qos_profile_rosout_default.get_c_qos_profile())
-    except (ValueError, _rclpy.RCLError) as error:
-        reason = rcl_reason(error)
-        try:  # the more specific reason, as rclpy.node.Node gives it
-            validate_node_name(name)
-            validate_namespace(namespace if namespace.startswith('/') else f'/{namespace}')
-        except NameValidationException as invalid:
-            reason = _bounded(str(invalid).splitlines()[0])
-        raise ValueError(f'{source}: cannot name a node {_bounded(repr(name))} in namespace '
-                         f'{_bounded(repr(namespace))}: {reason}') from None
-
-
-def rcl_reason(error: BaseException) -> str:
-    """Return what rcl said, without its source locations, bounded in length."""
-    text = str(error)
-    text = re.sub(r',? at [^,]*\.(c|cpp):\d+', '', text)
-    text = text.replace('failed to initialize rcl: ', '')
-    found = re.search(r"Couldn't parse params file: .*?\. Error: (.*)", text, re.DOTALL)
-    if found:
-        text = found.group(1)
-    return _bounded(' '.join(text.split()))
-
-
-def _bounded(text: str) -> str:
-    return text if len(text) <= _MAX_REASON else text[:_MAX_REASON - 3] + '...'
-
-
-def _plain(parameter: Parameter) -> Any:
-    """Parameter value as YAML would have given it (lists, not array.array)."""
-    value = parameter.value
-    if parameter.type_ in (Parameter.Type.BYTE_ARRAY, Parameter.Type.BOOL_ARRAY,
-                           Parameter.Type.INTEGER_ARRAY, Parameter.Type.DOUBLE_ARRAY,
-                           Parameter.Type.STRING_ARRAY):
-        return list(value)
-    return value
+        try:
+            out, err = child.communicate(pickle.dumps(request), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            child.kill()
+            out, err = child.communicate()
+    finally:
+        if child.poll() is None:  # interrupted (Ctrl-C): leave no process behind
+            child.kill()
+            child.wait()
+    try:
+        answer = pickle.loads(out)
+    except (pickle.UnpicklingError, EOFError, ValueError):
+        answer = None
+    if answer is not None:
+        if err:  # what rcl printed (warnings) reaches the user, as in-process it would
+            sys.stderr.write(err.decode(errors='replace'))
+        return answer
+    if timed_out:
+        raise TimeoutError(f'{source}: rcl did not read the parameters within {timeout:g} s '
+                           '(the process reading them was stopped)')
+    said = err.decode(errors='replace').strip().splitlines()[-_STDERR_LINES:]
+    raise RuntimeError(f'{source}: the process reading the parameters through rcl exited '
+                       f'with code {child.returncode} and no answer' +
+                       (': ' + bounded(' | '.join(said)) if said else ''))
 
 
 def unflatten(parameters: dict[str, Any], *, source: str = 'parameters') -> dict[str, Any]:
@@ -145,8 +119,8 @@ def unflatten(parameters: dict[str, Any], *, source: str = 'parameters') -> dict
         for depth, part in enumerate(parts[:-1]):
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise ValueError(f'{source}: parameter {_bounded(repr(name))} nests under '
-                                 f'{_bounded(repr(".".join(parts[:depth + 1])))}, which holds '
+                raise ValueError(f'{source}: parameter {bounded(repr(name))} nests under '
+                                 f'{bounded(repr(".".join(parts[:depth + 1])))}, which holds '
                                  'a value')
         leaf = unflatten(value, source=source) if isinstance(value, dict) \
             else _check_list(name, value)
@@ -154,7 +128,7 @@ def unflatten(parameters: dict[str, Any], *, source: str = 'parameters') -> dict
         if isinstance(before, dict) and isinstance(leaf, dict):
             merge_nested(before, leaf)
         elif isinstance(before, dict) or (parts[-1] in node and isinstance(leaf, dict)):
-            raise ValueError(f'{source}: parameter {_bounded(repr(name))} is given a value '
+            raise ValueError(f'{source}: parameter {bounded(repr(name))} is given a value '
                              'and also nested parameters (a.b beside a)')
         else:
             node[parts[-1]] = leaf

@@ -316,7 +316,7 @@ def test_gym_make_drives_the_robot_of_its_namespace(tmp_path):
 
 
 def test_reading_leaves_no_node_thread_or_socket_behind(probe, tmp_path):
-    """Each read makes an rcl node (a DDS participant) in a private context and removes it."""
+    """Each read runs rcl in a child process; no thread, descriptor or node stays behind."""
     path = tmp_path / 'robot.yaml'
     path.write_text(section('a: 1'))
     name = f'params_reader_{os.getpid()}'
@@ -326,12 +326,9 @@ def test_reading_leaves_no_node_thread_or_socket_behind(probe, tmp_path):
         return len(os.listdir('/proc/self/task')), len(os.listdir('/proc/self/fd'))
 
     before = counts()
-    start = time.perf_counter()
     for _ in range(20):
         assert load_params_file(path, node_name=name) == {'a': 1}
-    per_read = (time.perf_counter() - start) / 20
     after = counts()
     assert after[0] <= before[0] + 2 and after[1] <= before[1] + 2, (before, after)
-    assert per_read < 0.2, f'{per_read * 1e3:.1f} ms per read'  # ~4 ms on a quiet machine
     wait_until(lambda: name not in probe.node.get_node_names(), 5.0,
                f'{name} to leave the ROS graph')

@@ -1,0 +1,114 @@
+"""
+The params reader's child process: rcl's answer comes back, and a reader that hangs is stopped.
+
+rcl reads parameters in a child process with discovery off (rtgym_ros/ros/rcl_parameters.py),
+because a DDS participant's teardown can block its process for good. These tests run the real
+reader where it can show the property, and small stand-in scripts where the failure to show is
+the reader's own (no answer, a hang after the answer, a crash).
+"""
+
+import os
+from pathlib import Path
+import textwrap
+import time
+
+import pytest
+from rtgym_ros.ros import parameters
+from rtgym_ros.ros.parameters import read_node_parameters
+
+ARGS = ['agent', '--ros-args', '-p', 'gain:=2.5', '-p', 'arm.joints:=[a, b]']
+
+
+def _reader(tmp_path: Path, body: str) -> Path:
+    """Write a stand-in for rcl_parameters.py: ``body`` runs with the request in ``request``."""
+    script = tmp_path / 'stand_in_reader.py'
+    script.write_text('import os, pickle, sys, time\n'
+                      'request = pickle.load(sys.stdin.buffer)\n' + textwrap.dedent(body))
+    return script
+
+
+def _answer(values: dict) -> str:
+    return (f'sys.stdout.buffer.write(pickle.dumps(("ok", "agent", "/", {values!r})))\n'
+            'sys.stdout.buffer.flush()\n')
+
+
+def _running_children(marker: str) -> list[int]:
+    """Pids of this process's children whose command line holds ``marker`` (zombies aside)."""
+    found = []
+    for entry in Path('/proc').iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / 'stat').read_text()
+            cmdline = (entry / 'cmdline').read_bytes().decode(errors='replace')
+        except OSError:
+            continue
+        state, ppid = stat.rsplit(')', 1)[1].split()[:2]
+        if int(ppid) == os.getpid() and state != 'Z' and marker in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_rcl_answers_through_the_child():
+    given = read_node_parameters(ARGS + ['-r', '__ns:=/r1'], default_node_name='agent')
+    assert (given.node_name, given.namespace) == ('agent', '/r1')
+    assert given.parameters == {'gain': 2.5, 'arm': {'joints': ['a', 'b']}}
+
+
+def test_the_child_discovers_no_one_whatever_the_callers_discovery_range(monkeypatch, capfd):
+    """The caller's range is one rcl warns about; the child's is OFF, so rcl says nothing."""
+    monkeypatch.setenv('ROS_AUTOMATIC_DISCOVERY_RANGE', 'NOT_A_RANGE')
+    given = read_node_parameters(ARGS, default_node_name='agent')
+    assert given.parameters['gain'] == 2.5
+    assert 'ROS_AUTOMATIC_DISCOVERY_RANGE' not in capfd.readouterr().err
+
+
+def test_a_module_in_the_working_directory_does_not_stand_in_for_rclpy(tmp_path, monkeypatch):
+    (tmp_path / 'rclpy.py').write_text('raise ImportError("the rclpy.py of the working '
+                                       'directory was imported")\n')
+    monkeypatch.chdir(tmp_path)
+    assert read_node_parameters(ARGS, default_node_name='agent').parameters['gain'] == 2.5
+
+
+def test_what_rcl_refuses_is_a_value_error_naming_the_source():
+    with pytest.raises(ValueError, match=r'^agent --ros-args: rcl refuses it: .*same type'):
+        read_node_parameters(['agent', '--ros-args', '-p', 'gains:=[1, 2.5]'],
+                             default_node_name='agent', source='agent --ros-args')
+
+
+def test_a_reader_that_does_not_answer_is_stopped(tmp_path, monkeypatch):
+    monkeypatch.setattr(parameters, '_READER', _reader(tmp_path, 'time.sleep(600)\n'))
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r'^robot_config x.yaml: rcl did not read the '
+                                           r'parameters within 1 s'):
+        read_node_parameters(ARGS, default_node_name='agent', source='robot_config x.yaml',
+                             timeout=1.0)
+    assert time.monotonic() - started < 30
+    assert _running_children('stand_in_reader') == []
+
+
+def test_an_answer_stands_when_the_reader_hangs_after_giving_it(tmp_path, monkeypatch):
+    """As when a participant's teardown blocks: the answer is out, so it is used."""
+    script = _reader(tmp_path, _answer({'gain': 2.5}) + 'time.sleep(600)\n')
+    monkeypatch.setattr(parameters, '_READER', script)
+    given = read_node_parameters(ARGS, default_node_name='agent', timeout=1.0)
+    assert given.parameters == {'gain': 2.5}
+    assert _running_children('stand_in_reader') == []
+
+
+def test_a_reader_that_fails_is_reported_with_its_exit_code_and_stderr(tmp_path, monkeypatch):
+    script = _reader(tmp_path, "print('rclpy is not importable here', file=sys.stderr)\n"
+                               'sys.exit(3)\n')
+    monkeypatch.setattr(parameters, '_READER', script)
+    with pytest.raises(RuntimeError, match=r'exited with code 3 and no answer: '
+                                           r'rclpy is not importable here'):
+        read_node_parameters(ARGS, default_node_name='agent')
+
+
+def test_the_request_reaches_the_reader_whole(tmp_path, monkeypatch):
+    echo = 'sys.stdout.buffer.write(pickle.dumps(("ok", "n", "/ns", {"echo": request})))\n'
+    monkeypatch.setattr(parameters, '_READER', _reader(tmp_path, echo))
+    given = read_node_parameters([Path('/a'), 'b'], default_node_name='n', namespace='/ns',
+                                 source='s', domain_id=7)
+    assert given.parameters['echo'] == {'args': ['/a', 'b'], 'default_node_name': 'n',
+                                        'namespace': '/ns', 'source': 's', 'domain_id': 7}
