@@ -20,7 +20,7 @@ from rtgym_ros.nodes.command_line import (default_text, format_help, ParameterHe
                                           wants_help)
 from rtgym_ros.nodes.episode_logs import action_labels, EpisodeRecord, write_csv, write_plot
 from rtgym_ros.nodes.policies import make_policy
-from rtgym_ros.nodes.signals import ignore_stop_signals
+from rtgym_ros.nodes.signals import bounded_teardown, ignore_stop_signals
 from rtgym_ros.robot.env import RosEnv
 from rtgym_ros.robot.spec import AGENT_DEFAULTS
 from rtgym_ros.ros.parameters import read_node_parameters
@@ -159,7 +159,8 @@ def main(args: list[str] | None = None) -> int:
         status = 1
     finally:
         ignore_stop_signals()  # a second Ctrl-C must not cut the robot's stop short
-        env.close()
+        with bounded_teardown():  # the default action goes out first, then DDS is torn down
+            env.close()
     if records:
         print('\n' + summary_table(records, period))
         if options['timing_csv']:

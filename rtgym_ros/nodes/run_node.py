@@ -4,7 +4,7 @@ Run a simulator node until SIGINT or SIGTERM, then tear it down in order.
 ``sim_robot`` and ``mujoco_sim`` share this: a private context, our own stop handlers (not
 rclpy's), the node built (a start failure is one fatal log line and exit 1), spun by a
 :class:`~rtgym_ros.ros.spin.SpinThread`, and a bounded teardown that further Ctrl-C cannot
-cut short.
+cut short (:func:`~rtgym_ros.nodes.signals.bounded_teardown`).
 """
 
 import signal
@@ -15,7 +15,7 @@ import rclpy
 from rclpy.context import Context
 from rclpy.executors import Executor
 from rclpy.signals import SignalHandlerOptions
-from rtgym_ros.nodes.signals import ignore_stop_signals, STOP_SIGNALS
+from rtgym_ros.nodes.signals import bounded_teardown, ignore_stop_signals, STOP_SIGNALS
 from rtgym_ros.ros.spin import SpinThread
 
 
@@ -53,12 +53,13 @@ def run_until_stopped(args: Optional[List[str]], *, name: str,
         return 1 if spinner.failure is not None or node.failure is not None else 0
     finally:
         ignore_stop_signals()  # a second Ctrl-C must not cut the teardown short
-        if node is not None:
-            node.stop()
-        if spinner is not None:
-            spinner.stop(timeout=5.0)
-        if executor is not None:
-            executor.shutdown(timeout_sec=5.0)
-        if node is not None:
-            node.destroy_node()
-        context.try_shutdown()
+        with bounded_teardown():
+            if node is not None:
+                node.stop()
+            if spinner is not None:
+                spinner.stop(timeout=5.0)
+            if executor is not None:
+                executor.shutdown(timeout_sec=5.0)
+            if node is not None:
+                node.destroy_node()
+            context.try_shutdown()

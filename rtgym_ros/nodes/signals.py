@@ -5,20 +5,27 @@ A terminal's Ctrl-C reaches the whole process group, so a node under ``ros2 laun
 SIGINT twice (from the terminal and from launch), and impatient users press it twice. If the
 second one interrupted the teardown, the process would exit with rclpy threads still running
 ("terminate called without an active exception") and, for the agent, maybe before the safe
-action went out. Every teardown step is bounded by a timeout, so ignoring further stop signals
-cannot hang the process; they stay ignored until it exits, since the interpreter's own
-finalization would otherwise turn a late one into death by SIGINT.
+action went out. Every teardown step of ours is bounded by a timeout, and the whole teardown by
+:func:`bounded_teardown`: DDS can block for good while it destroys a participant
+(eProsima/Fast-DDS#6513), holding the GIL, and then only a watchdog outside Python ends the
+process. Stop signals stay ignored until it exits, since the interpreter's own finalization
+would otherwise turn a late one into death by SIGINT.
 
 The other way round, :func:`die_with_parent` makes a process that starts nodes (a test, an
 example) take its children down with it.
 """
 
+from contextlib import contextmanager
 import ctypes
+import faulthandler
 import signal
 import sys
 import threading
+from typing import Iterator
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# Seconds a node's whole teardown may take (its steps wait 5 s at most each).
+TEARDOWN_LIMIT = 30.0
 _PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
 
 
@@ -27,6 +34,21 @@ def ignore_stop_signals() -> None:
     if threading.current_thread() is threading.main_thread():  # else Python refuses
         for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
+
+
+@contextmanager
+def bounded_teardown(limit: float = TEARDOWN_LIMIT) -> Iterator[None]:
+    """
+    Exit with code 1, printing every thread's stack, if the block takes over ``limit`` s.
+
+    The robot's stop comes first in the block; what can hang after it is DDS's own teardown.
+    faulthandler's watchdog is a C thread, so it fires even while a C call holds the GIL.
+    """
+    faulthandler.dump_traceback_later(limit, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def die_with_parent() -> None:

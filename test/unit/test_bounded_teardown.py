@@ -1,0 +1,53 @@
+"""
+A node's teardown ends its process within the limit, even when the blocking call holds the GIL.
+
+DDS can block for good inside a participant's destruction, in C, with the GIL held: no Python
+thread or signal handler runs then. Each case runs in a fresh interpreter, since the watchdog
+ends the process it runs in.
+"""
+
+from pathlib import Path
+import subprocess
+import sys
+import time
+
+REPO = Path(__file__).resolve().parents[2]
+_RUN = """
+import ctypes, sys, time
+from rtgym_ros.nodes.signals import bounded_teardown, ignore_stop_signals
+ignore_stop_signals()
+{body}
+print('exited the block', flush=True)
+"""
+# A C call that holds the GIL for 20 s: ctypes.PyDLL keeps the GIL across the call.
+_HOLD_GIL = 'ctypes.PyDLL(None).sleep(20)'
+
+
+def _run(body: str) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, '-c', _RUN.format(body=body)], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    return result, time.monotonic() - started
+
+
+def test_a_teardown_that_holds_the_gil_past_the_limit_ends_the_process_with_code_1():
+    result, took = _run(f'with bounded_teardown(1.0):\n    {_HOLD_GIL}')
+    assert result.returncode == 1, result
+    assert took < 15, f'the process ran {took:.1f} s, the limit was 1 s'
+    assert 'exited the block' not in result.stdout
+    assert 'Timeout' in result.stderr and 'File' in result.stderr, result.stderr  # the stacks
+
+
+def test_a_teardown_within_the_limit_leaves_the_process_alone():
+    result, _ = _run('with bounded_teardown(1.0):\n    pass\ntime.sleep(2.0)')
+    assert result.returncode == 0, result
+    assert result.stdout == 'exited the block\n'
+    assert result.stderr == ''
+
+
+def test_a_teardown_that_raises_still_cancels_the_limit():
+    body = ('try:\n    with bounded_teardown(1.0):\n        raise RuntimeError("x")\n'
+            'except RuntimeError:\n    pass\ntime.sleep(2.0)')
+    result, _ = _run(body)
+    assert result.returncode == 0, result
+    assert result.stdout == 'exited the block\n'
