@@ -139,5 +139,4 @@ def _plain(parameter: Parameter) -> Any:
 
 if __name__ == '__main__':
     read(pickle.load(sys.stdin.buffer))
-    sys.stdout.flush()
     os._exit(0)  # the answer is out and rcl is shut down; skip the interpreter's slow exit
