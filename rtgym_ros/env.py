@@ -147,6 +147,7 @@ class RealTimeEnv(gymnasium.Env):
             handover_wait=self._handover_wait(lockstep=lockstep),
             advance=interface.advance_to if lockstep else None,
             executor_turn=self._runtime.executor_turn,
+            turn_patience=_no_patience if lockstep else self._runtime.turn_patience,
             executor_work=self._runtime.executor_work_check(),
             may_continue=self._may_continue)
         self._jump_handle = node.get_clock().create_jump_callback(
@@ -610,3 +611,8 @@ def _warn_unregistered(message: str) -> None:
     on the executor thread.
     """
     warnings.warn_explicit(message, UserWarning, __file__, 0, module=__name__, registry=None)
+
+
+def _no_patience() -> float:
+    """Lockstep: the executor's loop takes a due turn at the next step's end (no real time)."""
+    return 0.0

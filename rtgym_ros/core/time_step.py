@@ -18,6 +18,10 @@ comes after ``t_end`` is waited for a short while on the executor thread itself 
 tens of microseconds) instead of going back to the executor's loop and being woken through it
 (hundreds); later still, it is posted to the executor as a task.
 
+Back-to-back time-steps keep the executor thread; its loop's turn (the node's other timers)
+is taken inside a time-step, while a deadline far enough away is waited for, not between a
+capture and the next action (:meth:`TimeStepRunner._keeps_the_thread`).
+
 Completions are counted: a step started from an offer is running while ``done`` still says
 the previous one completed, so the user's thread waits for a completion count
 (:meth:`rearm`), and the env keeps each completion's result under its count.
@@ -47,7 +51,7 @@ class DeadlineTimer(Protocol):
 
     def now(self) -> float: ...
 
-    def arm(self, target: float, callback: Callable[[], None]) -> None: ...
+    def arm(self, target: float, callback: Callable[[], None], *, turn: bool = False) -> None: ...
 
     def retarget(self, target: float) -> None: ...
 
@@ -64,6 +68,7 @@ class TimeStepRunner:
                  bench: Benchmark | None = None, handover_wait: float = 0.0,
                  advance: Callable[[float], None] | None = None,
                  executor_turn: Callable[[], float] = lambda: _DEFAULT_TURN,
+                 turn_patience: Callable[[], float] = lambda: 0.0,
                  executor_work: Callable[[], bool] = _no_work,
                  may_continue: Callable[[], bool] = _no_work) -> None:
         self.schedule = schedule
@@ -78,6 +83,8 @@ class TimeStepRunner:
         """Lockstep: ask the simulator to advance to a time; the timers then wait for it."""
         self._executor_turn = executor_turn
         """Seconds of back-to-back steps before the executor's loop needs the thread back."""
+        self._turn_patience = turn_patience
+        """Seconds a due turn may wait for a deadline with room for it, before a step's end."""
         self._executor_work = executor_work
         """Whether work waits in the executor's loop now (posted from another thread)."""
         self._may_continue = may_continue
@@ -92,6 +99,8 @@ class TimeStepRunner:
         self._pending_start: tuple | None = None
         self._chaining = False
         self._turn_due: float | None = None  # monotonic time the executor's loop needs a turn
+        self._turn_overdue = 0.0  # monotonic time past which the turn is taken at a step's end
+        self._turn_wanted = False  # the next deadline with room for it gives the loop its turn
         self.completed = 0
         """Time-steps completed (executor thread); the env keeps each result under this count."""
         self._offered: tuple | None = None
@@ -157,7 +166,7 @@ class TimeStepRunner:
         self._pending_start = (action,)
         if self._chaining:
             return  # an outer start() is looping: it picks this one up
-        self._chaining, self._turn_due = True, None
+        self._chaining, self._turn_due, self._turn_wanted = True, None, False
         try:
             while self._pending_start is not None:
                 (action,), self._pending_start = self._pending_start, None
@@ -175,7 +184,7 @@ class TimeStepRunner:
             self._on_start(self.schedule.begin_step(self._timer.now()))
             if self._advance is not None:
                 self._advance(self.schedule.t_co)
-            self._timer.arm(self.schedule.t_co, self._capture_now)
+            self._timer.arm(self.schedule.t_co, self._capture_now, turn=self._turn_wanted)
         except Exception as error:  # a plain try, not a context manager: runs every step
             self._fail(error)
 
@@ -192,7 +201,8 @@ class TimeStepRunner:
                 return
             if self._advance is not None:
                 self._advance(schedule.t_end)
-            self._timer.arm(schedule.t_end, self._complete)
+            self._timer.arm(schedule.t_end, self._complete,
+                            turn=self._turn_wanted and self._chaining)
         except Exception as error:
             self._fail(error)
 
@@ -233,15 +243,27 @@ class TimeStepRunner:
         At ``t_end``: say whether the next time-step may start on this thread.
 
         Else the executor's loop gets it back. Back-to-back steps hold the executor thread:
-        its other timers (diagnostics, the log flush) wait for the turn the executor gives
-        (asked once per chain), and posted work (a clock jump, a call from the user's thread)
-        ends the chain at once.
+        posted work (a clock jump, a call from the user's thread) ends the chain at once. The
+        node's other timers (diagnostics, the log flush) get their turn when one is due (asked
+        once per chain), inside a time-step: the next deadline far enough away is waited for
+        in the executor's loop (``turn``), after the action was sent, where the loop's work
+        (milliseconds on a slow host, its code and data cold after a second unused) delays no
+        action and no capture. A turn that finds no such deadline within ``turn_patience``
+        (time-steps too short for it) is taken here, before the next action, as a time-out
+        may be.
         """
         if not self._chaining:
             return True  # called from the executor's loop (a timer): the chain starts here
+        if self._executor_work():
+            return False
+        now = time.monotonic()
         if self._turn_due is None:
-            self._turn_due = time.monotonic() + self._executor_turn()
-        return time.monotonic() < self._turn_due and not self._executor_work()
+            self._turn_due = now + self._executor_turn()
+            self._turn_overdue = self._turn_due + self._turn_patience()
+        if now < self._turn_due:
+            return True
+        self._turn_wanted = True
+        return now < self._turn_overdue
 
     def on_clock_jump(self, delta: float) -> None:
         """Executor thread: the clock jumped by ``delta`` s; keep the step's phase, no hang."""

@@ -16,6 +16,14 @@ from rtgym_ros.ros.clock_reader import ClockReader
 
 _SIM_TIME_SLACK = 1e-9  # /clock has ns resolution: 'reached' means within one tick
 _MIN_WALL_LEAD = 50e-6  # below this, re-arming a timer costs more than sleeping
+TURN_ROOM = 4e-3
+"""
+The least time to a wall-time deadline for the executor's loop to take its turn in the wait.
+
+Half of it goes to the loop (its due timers, cold: 2-4 ms on this project's slow hosts), half
+to the sleep after the ROS timer fires. Shorter time-steps leave no room for a turn
+(``RosRuntime.turn_patience``).
+"""
 LAST_STRETCH = 1e-3
 """
 Seconds before a wall-time deadline at which a longer sleep stops and a short one takes over.
@@ -68,15 +76,18 @@ class DeadlineTimer:
     def now(self) -> float:
         return self._clock.now()
 
-    def arm(self, target: float, callback: Callable[[], None]) -> None:
+    def arm(self, target: float, callback: Callable[[], None], *, turn: bool = False) -> None:
         """
         Call ``callback`` at ``target`` (seconds on the node clock); now if already past.
 
         Must be called on the executor thread. Re-arming replaces the previous deadline.
+        ``turn``: the executor's loop is due a turn; on wall time, with at least
+        :data:`TURN_ROOM` to go, the ROS timer is armed for half the wait, so the loop runs
+        its due work there instead of the thread sleeping through it.
         """
         self._target = target
         self._callback = callback
-        self._schedule()
+        self._schedule(turn=turn)
 
     def retarget(self, target: float) -> None:
         """Move the pending deadline (after a clock jump) without changing its callback."""
@@ -94,11 +105,13 @@ class DeadlineTimer:
         self._node.destroy_timer(self._timer)
         self._clock.destroy()
 
-    def _schedule(self) -> None:
+    def _schedule(self, *, turn: bool = False) -> None:
         clock = self._clock
         sim_time = clock.sim_time
         remaining = self._target - clock.now()
         early = _SIM_TIME_SLACK if sim_time else max(self._lead, _MIN_WALL_LEAD)
+        if turn and not sim_time and remaining >= TURN_ROOM:
+            early = min(early, remaining / 2.0)
         if remaining <= early:
             self._stop_timer()
             if not sim_time and remaining > 0.0:
@@ -166,11 +179,12 @@ class ClockDeadline:
     def now(self) -> float:
         return self._now()
 
-    def arm(self, target: float, callback: Callable[[], None]) -> None:
+    def arm(self, target: float, callback: Callable[[], None], *, turn: bool = False) -> None:
         """
         Call ``callback`` once the clock reaches ``target``; now if it already has.
 
         Executor thread. Blocks it for up to ``inline_wait``; re-arming replaces the deadline.
+        ``turn`` is not needed: past the inline wait the executor's loop has the thread.
         """
         with self._changed:
             self._generation += 1

@@ -43,6 +43,7 @@ from rtgym_ros.ros.spin import SpinThread
 T = TypeVar('T')
 _LONGEST_TURN = 1.0  # s: timers created meanwhile, tasks of publisher events, wait that long
 _SHORT_TURN = 0.05  # s: the turn rclpy's loop gets when it serves subscriptions or services
+_TURN_PATIENCE = 4.0  # s a due turn of the lean loop waits for room in a time-step
 _LEAN_POLL = 1.0  # s: an idle lean executor's longest wait (whatever it serves wakes it)
 
 
@@ -267,6 +268,20 @@ class RosRuntime:
             return _SHORT_TURN
         due = executor.next_timer_due()
         return _LONGEST_TURN if due is None else min(due, _LONGEST_TURN)
+
+    def turn_patience(self) -> float:
+        """
+        Executor thread: how long a due turn may wait for a time-step with room for it.
+
+        Time-steps shorter than ``TURN_ROOM`` (``ros/deadline.py``) have none: past
+        this the turn is taken at a step's end, before the next action. Long for the lean
+        loop (its timers: the log flush, ``/diagnostics``, the graph watch); rclpy's loop
+        may have messages waiting, so as long as its turn.
+        """
+        executor = self.executor
+        if not isinstance(executor, LeanExecutor) or not executor.lean:
+            return _SHORT_TURN
+        return _TURN_PATIENCE
 
     def executor_work_check(self) -> Callable[[], bool]:
         """Return a call that says whether work posted to the executor thread waits for it."""

@@ -283,6 +283,31 @@ def test_an_action_given_in_time_starts_its_step_at_t_end_without_a_hand_over(ma
     assert len(hand_overs) <= 1 + 10, f'{len(hand_overs)} hand-overs for 20 steps'
 
 
+class TimerInterface(CountingInterface):
+    """Makes a 0.1 s timer on the env's main node; its callbacks join the recorded calls."""
+
+    def bind_node(self, node, io_node=None):
+        self.timer = node.create_timer(0.1, lambda: self._record('timer'))
+
+
+def test_the_main_nodes_timers_run_inside_back_to_back_steps_not_before_an_action(make_env):
+    # T = 10 ms is slept on the executor thread, step after step: the node's timers get the
+    # thread while a step waits for its capture, after its action was sent.
+    env = make_env(interface=TimerInterface, time_step_duration=0.01, start_obs_capture=0.01,
+                   ep_max_length=10**6)
+    env.reset()
+    for _ in range(100):
+        env.step(np.zeros(2, np.float32))
+        time.sleep(0.005)
+    env.unwrapped.wait()
+    calls = [c for c in env.unwrapped.interface.calls if c in ('send_control', 'get_obs', 'timer')]
+    steps = [calls[index - 1:index + 2] for index, call in enumerate(calls) if call == 'timer']
+    assert len(steps) >= 3, f'the timer fired {len(steps)} times in 1 s of 0.1 s periods'
+    inside = sum(step == ['send_control', 'timer', 'get_obs'] for step in steps)
+    # A late agent hands its action over through the loop, whose timers may then run first.
+    assert inside >= len(steps) / 2, steps
+
+
 def test_setters_change_the_schedule(make_env):
     env = make_env(time_step_duration=0.01, start_obs_capture=0.01)
     base = env.unwrapped

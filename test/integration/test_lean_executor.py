@@ -21,6 +21,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from rclpy.timer import TimerInfo
+from rtgym_ros.ros.deadline import DeadlineTimer, TURN_ROOM
 from rtgym_ros.ros.lean_executor import LeanExecutor
 from rtgym_ros.ros.runtime import MAIN_EXECUTOR_VARIABLE, make_main_executor
 from rtgym_ros.ros.spin import SpinThread
@@ -249,3 +250,36 @@ def test_timers_get_their_turn_while_posted_work_keeps_posting_more(spun):
         _wait(fired, 'the timer fired while posted work kept coming')
     finally:
         stop.set()
+
+
+@pytest.mark.parametrize('away, turn, loop_first', [
+    (0.02, True, True),  # room for a turn: the loop has the thread while the deadline nears
+    (0.02, False, False),  # no turn asked: the deadline is slept on the executor thread
+    (0.5 * TURN_ROOM, True, False),  # too near for a turn: slept
+])
+def test_a_deadline_armed_with_a_turn_gives_the_loop_the_thread_until_it(
+        spun, away, turn, loop_first):
+    node, executor, spinner = spun
+    deadline = DeadlineTimer(node, lead=0.025)
+    order: list[str] = []
+    fired = threading.Event()
+    lateness: list[float] = []
+
+    def on_deadline() -> None:
+        lateness.append(deadline.now() - target)
+        order.append('deadline')
+        fired.set()
+
+    def arm_then_post() -> None:
+        nonlocal target
+        target = deadline.now() + away
+        deadline.arm(target, on_deadline, turn=turn)
+        executor.post(order.append, 'loop')  # runs once the loop has the thread back
+
+    target = 0.0
+    executor.post(arm_then_post)
+    _wait(fired, 'the deadline fired')
+    time.sleep(0.05)
+    assert order == (['loop', 'deadline'] if loop_first else ['deadline', 'loop'])
+    assert lateness[0] >= 0.0  # never early, with or without the turn
+    executor.post(deadline.destroy)

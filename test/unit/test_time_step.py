@@ -28,7 +28,7 @@ class FakeDeadlineTimer:
     def now(self) -> float:
         return self.time
 
-    def arm(self, target, callback):
+    def arm(self, target, callback, turn=False):
         self.target, self.callback = target, callback
         if target <= self.time:
             self._fire()
@@ -104,7 +104,7 @@ def test_a_capture_at_the_end_completes_without_arming_another_deadline():
     runner.schedule.set_start_obs_capture(T)
     arms = []
     arm = timer.arm
-    timer.arm = lambda target, callback: (arms.append(target), arm(target, callback))
+    timer.arm = lambda target, callback, turn=False: (arms.append(target), arm(target, callback))
     runner.prepare()
     runner.start('a')
     timer.advance_to(10.0 + T)
@@ -226,9 +226,32 @@ def test_hand_over_posts_when_the_executor_is_not_listening():
     assert posted == [(runner.start, 'a')] and not runner.done.is_set()
 
 
-def _chain(count: int, **turn) -> int:
-    """Run ``count`` back-to-back steps (deadlines past) and return how many were posted."""
-    timer = FakeDeadlineTimer(10.0)
+class LoopTurnTimer(FakeDeadlineTimer):
+    """A deadline armed with ``turn`` is fired by the executor's loop (a queue), not inline."""
+
+    def __init__(self, now: float, loop: queue.Queue) -> None:
+        super().__init__(now)
+        self.loop = loop
+        self.turns = 0
+
+    def arm(self, target, callback, turn=False):
+        if not turn:
+            super().arm(target, callback)
+            return
+        self.turns += 1
+        self.target, self.callback = target, callback
+        self.loop.put((lambda _: self._fire(), None))
+
+
+def _chain(count: int, *, timer_gives_turns: bool = False, **turn) -> tuple[int, list, int]:
+    """
+    Run ``count`` back-to-back steps (deadlines past); return what the executor's loop saw.
+
+    The number of actions posted to it, the order of sends, captures and the loop's turns,
+    and how many deadlines were armed with a turn.
+    """
+    tasks = queue.Queue()
+    timer = LoopTurnTimer(10.0, tasks) if timer_gives_turns else FakeDeadlineTimer(10.0)
     schedule = ElasticSchedule(time_step_duration=T, start_obs_capture=T,
                                time_step_timeout_factor=1e9)
     schedule.initialize(10.0)
@@ -236,7 +259,6 @@ def _chain(count: int, **turn) -> int:
     runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=recorder.send,
                             capture=recorder.capture, on_start=recorder.outcomes.append,
                             on_error=recorder.safe, handover_wait=1.0, **turn)
-    tasks = queue.Queue()
     posted = []
 
     def post(function, action):
@@ -260,10 +282,12 @@ def _chain(count: int, **turn) -> int:
             function, action = tasks.get(timeout=0.1)
         except queue.Empty:
             continue
+        recorder.events.append(('loop', None, timer.now()))
         function(action)
     sent = [action for event, action, _ in recorder.events if event == 'send']
     assert runner.error is None and sent == list(range(count))
-    return len(posted)
+    order = [event for event, _, _ in recorder.events]
+    return len(posted), order, getattr(timer, 'turns', 0)
 
 
 def test_back_to_back_steps_keep_the_thread_while_the_executor_grants_the_turn():
@@ -273,16 +297,35 @@ def test_back_to_back_steps_keep_the_thread_while_the_executor_grants_the_turn()
         asked.append(1)
         return 60.0
 
-    assert _chain(200, executor_turn=turn) == 0  # every action taken directly
+    assert _chain(200, executor_turn=turn)[0] == 0  # every action taken directly
     assert len(asked) == 1  # asked once per chain, not per step
 
 
-def test_a_due_executor_turn_sends_every_next_action_through_the_executor():
-    assert _chain(50, executor_turn=lambda: 0.0) == 49
+def test_a_due_executor_turn_without_patience_sends_every_next_action_through_the_executor():
+    assert _chain(50, executor_turn=lambda: 0.0)[0] == 49
+
+
+def test_a_due_turn_is_taken_inside_a_time_step_after_its_action_is_sent():
+    """The loop runs while the step waits for its capture: no action waits for the loop."""
+    posted, order, turns = _chain(50, timer_gives_turns=True, executor_turn=lambda: 0.0,
+                                  turn_patience=lambda: 60.0)
+    assert posted == 0  # every next action was taken directly at the step's end
+    assert turns == order.count('loop') and turns >= 24  # a chain of two steps, then a turn
+    for index, event in enumerate(order):
+        if event == 'loop':  # between a step's action and its capture
+            assert order[index - 1] == 'send' and order[index + 1] == 'capture'
+
+
+def test_a_due_turn_with_no_room_waits_its_patience_then_ends_the_chain():
+    # The timer gives no turn (time-steps too short for one): the chain goes on while the
+    # turn may wait, then hands the next action to the executor's loop.
+    assert _chain(200, executor_turn=lambda: 0.0, turn_patience=lambda: 60.0)[0] == 0
+    assert _chain(50, executor_turn=lambda: 0.0, turn_patience=lambda: -1.0)[0] == 49
 
 
 def test_work_posted_to_the_executor_ends_the_chain_at_once():
-    assert _chain(50, executor_turn=lambda: 60.0, executor_work=lambda: True) == 49
+    assert _chain(50, executor_turn=lambda: 60.0, turn_patience=lambda: 60.0,
+                  executor_work=lambda: True)[0] == 49
 
 
 def _offering_runner(may_continue=lambda: True, handover_wait=1.0, **extra):
