@@ -112,6 +112,36 @@ def _delays(captures: list, sends: list, returns: list) -> dict:
     }
 
 
+LATE_START_CAUSES = ('agent', 'capture', 'env')
+
+
+def _late_starts(calls: list, captures: list, lateness: list, sends: list,
+                 time_step: float) -> dict[str, int]:
+    """
+    Time-steps that started more than T after the previous one's end, by what made them late.
+
+    Call ``i`` of ``step()`` gives the action that starts time-step ``i + 1`` (``sends[i+1]``);
+    time-step ``i`` ended at its capture less that capture's lateness (the capture is at
+    ``t_end``). Of the delay, the larger share names the cause: ``agent`` (``step()`` was
+    called after that end), ``capture`` (the capture that ends the step was late), else
+    ``env`` (both in time; the env's own hand-over or the executor's loop).
+    """
+    counts = dict.fromkeys(LATE_START_CAUSES, 0)
+    count = min(len(calls), len(captures), len(lateness), len(sends) - 1)
+    for index in range(WARMUP_STEPS, count):
+        end = captures[index] - lateness[index]
+        delay = sends[index + 1] - end
+        if delay <= time_step:
+            continue
+        if calls[index] - end >= delay / 2:
+            counts['agent'] += 1
+        elif lateness[index] >= delay / 2:
+            counts['capture'] += 1
+        else:
+            counts['env'] += 1
+    return counts
+
+
 def _process_costs(before: resource.struct_rusage, after: resource.struct_rusage,
                    steps: int) -> dict:
     """
@@ -198,6 +228,7 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options:
     captures: list[float] = []
     sends: list[float] = []
     returns: list[float] = []
+    calls: list[float] = []
     work: list[int] = []
     switch_before = sys.getswitchinterval()
     lateness: list[float] = []
@@ -217,6 +248,7 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options:
             threads_before = _thread_costs()
             usage_before = resource.getrusage(resource.RUSAGE_SELF)
             for index in range(steps):
+                calls.append(time.perf_counter())
                 env.step(np.zeros(1, dtype=np.float32))
                 returns.append(time.perf_counter())
                 work.append(load(time_step / 2))
@@ -251,6 +283,7 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options:
         'threads': _thread_split(threads_before, threads_after, measured_steps),
         **_delays(captures, sends, returns),
         'capture_late_us': _percentiles(np.asarray(lateness[WARMUP_STEPS:])),
+        'late_starts': _late_starts(calls, captures, lateness, sends, time_step),
         'work_per_step': float(np.mean(measured_work)) if load_name != 'sleep' else None,
         'work_unit': WORK_UNITS[load_name],
         'options': options if env_name == 'rtgym_ros' else {},
@@ -498,6 +531,27 @@ def format_thread_markdown(results: list[dict]) -> str:
     return _markdown_table(THREAD_HEADER, rows) if rows else ''
 
 
+LATE_HEADER = ['rate', 'agent', 'env', 'late starts: step() called late', 'capture late',
+               'both in time (the env)']
+"""Time-steps started more than T after the previous end, by cause (``_late_starts``)."""
+
+
+def _late_figures(runs: list[dict]) -> list[str]:
+    """Format one cell's late starts by cause: median (range) over the repeats."""
+    cells = []
+    for cause in LATE_START_CAUSES:
+        counts = sorted(r['late_starts'][cause] for r in runs)
+        text = f'{np.median(counts):g}'
+        cells.append(text if len(runs) == 1 else f'{text} ({counts[0]}–{counts[-1]})')
+    return cells
+
+
+def format_late_markdown(results: list[dict]) -> str:
+    """Return the late starts by cause as a markdown table."""
+    rows = _rows([r for r in results if r.get('late_starts')], _late_figures)
+    return _markdown_table(LATE_HEADER, rows) if rows else ''
+
+
 def format_text(results: list[dict]) -> str:
     rows = [HEADER] + _rows(results)
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
@@ -512,7 +566,8 @@ def _progress(index: int, total: int, result: dict) -> str:
         return f"{head} ERROR: {result['error']}"
     text = (f"{head} p50 {result['p50_us']:6.0f} µs  p99 {result['p99_us']:6.0f} µs  "
             f"max {result['max_us']:6.0f} µs  late {result['capture_late_us']['p50']:4.0f} µs  "
-            f"time-outs {result['timeouts']:4d}  "
+            f"time-outs {result['timeouts']:4d} "
+            f"(env {result.get('late_starts', {}).get('env', 0):3d})  "
             f"cpu {result['cpu_per_step_us']:5.0f} µs  "
             f"wake-ups {result['wakeups_per_step']:4.1f}  "
             f"work {_work_label(result):>12}  wall {result['wall_s']:.2f} s")
@@ -555,6 +610,9 @@ def main(argv: list[str] | None = None) -> int:
     split = format_thread_markdown(results)
     if split:
         print(f'\nPer step, by thread (medians):\n\n{split}')
+    late = format_late_markdown(results)
+    if late:
+        print(f'\nLate starts (more than T after the previous end), by cause:\n\n{late}')
     failed = [r for r in results
               if 'error' in r or r.get('returncode') or r.get('terminate_called')]
     return 1 if failed else 0
