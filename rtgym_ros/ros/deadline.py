@@ -20,7 +20,7 @@ TURN_ROOM = 4e-3
 """
 The least time to a wall-time deadline for the executor's loop to take its turn in the wait.
 
-Half of it goes to the loop (its due timers, cold: 2-4 ms on this project's slow hosts), half
+Half of it goes to the loop (its due timers, cold: milliseconds on a slow host), half
 to the sleep after the ROS timer fires. Shorter time-steps leave no room for a turn
 (``RosRuntime.turn_patience``).
 """
