@@ -23,7 +23,7 @@ from rtgym_ros.nodes.policies import make_policy
 from rtgym_ros.nodes.signals import bounded_teardown, ignore_stop_signals
 from rtgym_ros.robot.env import RosEnv
 from rtgym_ros.robot.spec import AGENT_DEFAULTS
-from rtgym_ros.ros.parameters import read_node_parameters
+from rtgym_ros.ros.parameters import ParametersUnreadable, read_node_parameters
 
 # The agent's own parameters; their defaults are AGENT_DEFAULTS.
 DESCRIPTIONS = {
@@ -49,7 +49,8 @@ def help_text() -> str:
                'agent -h | --help'],
         summary='Run episodes of rtgym_ros/ros-v1 on a robot config with a policy, printing '
                 'one line per episode and a summary. SIGINT or SIGTERM stops the robot with '
-                'its default action and exits 0; exit 1: the run stopped on an error; exit 2: '
+                'its default action and exits 0; exit 1: the run stopped on an error, or rcl '
+                'could not be asked for the parameters; exit 2: '
                 'invalid parameters, or a missing or invalid robot config.',
         parameters=[ParameterHelp(name, type_name(default), default_text(default),
                                   DESCRIPTIONS[name])
@@ -129,6 +130,9 @@ def main(args: list[str] | None = None) -> int:
     except ValueError as error:
         print(f'agent: invalid parameters: {error}', file=sys.stderr)
         return 2
+    except ParametersUnreadable as error:
+        print(f'agent: {error}', file=sys.stderr)
+        return 1
     if not parameters:
         print('agent: no robot config: give one with --ros-args --params-file ROBOT_CONFIG '
               '(see agent --help)', file=sys.stderr)
@@ -139,6 +143,9 @@ def main(args: list[str] | None = None) -> int:
     except (ValueError, TypeError, FileNotFoundError) as error:
         print(f'agent: invalid robot config: {error}', file=sys.stderr)
         return 2
+    except ParametersUnreadable as error:  # robot_config: a params file read through rcl
+        print(f'agent: {error}', file=sys.stderr)
+        return 1
     records: list[EpisodeRecord] = []
     period = env.time_step_duration
     status = 0

@@ -9,9 +9,10 @@ the node ``rtgym_env``, or ``--node-name``); the second takes the agent's argume
 them as the agent does (for the node ``agent``). Printed: every env key with defaults applied,
 the robot options, the agent's keys, the action space (per action group: topic, type, field,
 low, high, default), the observation space, and its layout: which index of which key is which
-message field, joint or transform output. Exit 0, or 2 when the config is invalid (the
-message names the key). rcl reads the file through a short-lived bare node in a child
-process, which discovers no one; no env node is made.
+message field, joint or transform output. Exit 0, 1 when rcl could not be asked (the child
+process failed), or 2 when the config is invalid (the message names the key). rcl reads the
+file through a short-lived bare node in a child process, which discovers no one; no env node
+is made.
 """
 
 import argparse
@@ -30,7 +31,7 @@ from rtgym_ros.robot.layout import ObservationLayout
 from rtgym_ros.robot.loader import ENV_KEYS, load_robot_config
 from rtgym_ros.robot.params_file import load_params_file
 from rtgym_ros.robot.spec import AGENT_DEFAULTS, ROBOT_DEFAULTS, RobotSpec
-from rtgym_ros.ros.parameters import read_node_parameters
+from rtgym_ros.ros.parameters import ParametersUnreadable, read_node_parameters
 
 _DESCRIPTION = ('Print what a robot config makes: env keys with defaults applied, robot '
                 'options, the action and observation spaces, and which observation index is '
@@ -42,7 +43,8 @@ _EPILOG = """forms:
   check --ros-args --params-file FILE [-p key:=value ...] [-r __ns:=/NS] [-r __node:=NAME]
       the agent's arguments, read as the agent reads them (for the node agent).
 
-exit status: 0 printed; 2 invalid config (the message names the key) or invalid arguments."""
+exit status: 0 printed; 1 rcl could not be asked (the process reading the parameters failed);
+2 invalid config (the message names the key) or invalid arguments."""
 
 
 def main(args: list[str] | None = None) -> int:
@@ -68,6 +70,9 @@ def main(args: list[str] | None = None) -> int:
     except (ValueError, TypeError, FileNotFoundError) as error:
         print(f'check: invalid robot config: {error}', file=sys.stderr)
         return 2
+    except ParametersUnreadable as error:
+        print(f'check: {error}', file=sys.stderr)
+        return 1
     sys.stdout.write(report)
     return 0
 

@@ -30,6 +30,14 @@ _BOOT = ('import runpy, sys; sys.path[:] = [p for p in sys.path if p]; '
 _STDERR_LINES = 5
 
 
+class ParametersUnreadable(RuntimeError):
+    """rcl gave no answer: the process reading the parameters failed, or hung and was stopped."""
+
+
+class ParametersReadTimeout(ParametersUnreadable, TimeoutError):
+    """rcl gave no answer within the read's timeout."""
+
+
 @dataclass
 class NodeParameters:
     """What a command line says about a node: its name, namespace and parameters."""
@@ -56,8 +64,9 @@ def read_node_parameters(args: list[str], *, default_node_name: str, namespace: 
     :param timeout: seconds to wait for rcl's answer.
     :raises ValueError: rcl refuses the arguments (the file's YAML, a mixed list, an alias),
         the name or namespace is invalid, or a parameter has no type (``[]``, ``{}``).
-    :raises TimeoutError: no answer within ``timeout``.
-    :raises RuntimeError: the child process failed (rclpy not importable there, a crash).
+    :raises ParametersReadTimeout: no answer within ``timeout`` (a ``TimeoutError``).
+    :raises ParametersUnreadable: the child process failed (rclpy not importable there, a
+        crash); a ``RuntimeError``.
     """
     request = {'args': [str(arg) for arg in args], 'default_node_name': default_node_name,
                'namespace': namespace, 'source': source, 'domain_id': domain_id}
@@ -97,12 +106,13 @@ def _ask_rcl(request: dict[str, Any], *, timeout: float) -> tuple:
             sys.stderr.write(err.decode(errors='replace'))
         return answer
     if timed_out:
-        raise TimeoutError(f'{source}: rcl did not read the parameters within {timeout:g} s '
-                           '(the process reading them was stopped)')
+        raise ParametersReadTimeout(
+            f'{source}: rcl did not read the parameters within {timeout:g} s (the process '
+            'reading them was stopped)')
     said = err.decode(errors='replace').strip().splitlines()[-_STDERR_LINES:]
-    raise RuntimeError(f'{source}: the process reading the parameters through rcl exited '
-                       f'with code {child.returncode} and no answer' +
-                       (': ' + bounded(' | '.join(said)) if said else ''))
+    raise ParametersUnreadable(
+        f'{source}: the process reading the parameters through rcl exited with code '
+        f'{child.returncode} and no answer' + (': ' + bounded(' | '.join(said)) if said else ''))
 
 
 def unflatten(parameters: dict[str, Any], *, source: str = 'parameters') -> dict[str, Any]:

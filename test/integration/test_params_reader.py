@@ -112,3 +112,28 @@ def test_the_request_reaches_the_reader_whole(tmp_path, monkeypatch):
                                  source='s', domain_id=7)
     assert given.parameters['echo'] == {'args': ['/a', 'b'], 'default_node_name': 'n',
                                         'namespace': '/ns', 'source': 's', 'domain_id': 7}
+
+
+@pytest.mark.parametrize('node, args', [
+    ('agent', ['agent', '--ros-args', '-p', 'policy:=zero']),
+    ('check', ['check', '--ros-args', '-p', 'time_step_duration:=0.05']),
+    ('agent', ['agent', '--ros-args', '-p', 'robot_config:=robot.yaml']),  # read by the env
+])
+def test_the_nodes_exit_one_with_the_readers_failure_and_no_traceback(
+        tmp_path, monkeypatch, capsys, node, args):
+    """The agent's own parameters, check's, and a robot config the env reads: all via rcl."""
+    from rtgym_ros.nodes import agent, check
+    monkeypatch.setattr(agent, '_raise_on_sigterm', lambda: None)  # pytest's own handler stays
+    if args[-1].endswith('robot.yaml'):  # the first read answers; the robot config's fails
+        monkeypatch.setattr(parameters, '_READER', _reader(
+            tmp_path, 'if "--params-file" in request["args"]:\n    sys.exit(4)\n' +
+            _answer({'robot_config': str(tmp_path / 'robot.yaml')})))
+        (tmp_path / 'robot.yaml').write_text('rtgym_env:\n  ros__parameters: {}\n')
+        args = args[:-1] + [f'robot_config:={tmp_path / "robot.yaml"}']
+    else:
+        monkeypatch.setattr(parameters, '_READER', _reader(tmp_path, 'sys.exit(4)\n'))
+    code = {'agent': agent, 'check': check}[node].main(args)
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert err.startswith(f'{node}: ') and 'exited with code 4 and no answer' in err
+    assert 'Traceback' not in err
