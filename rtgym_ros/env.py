@@ -147,7 +147,8 @@ class RealTimeEnv(gymnasium.Env):
             handover_wait=self._handover_wait(lockstep=lockstep),
             advance=interface.advance_to if lockstep else None,
             executor_turn=self._runtime.executor_turn,
-            turn_patience=_no_patience if lockstep else self._runtime.turn_patience,
+            turn_patience=(_no_patience if lockstep or self.config.use_sim_time
+                           else self._runtime.turn_patience),
             executor_work=self._runtime.executor_work_check(),
             may_continue=self._may_continue)
         self._jump_handle = node.get_clock().create_jump_callback(
@@ -614,5 +615,10 @@ def _warn_unregistered(message: str) -> None:
 
 
 def _no_patience() -> float:
-    """Lockstep: the executor's loop takes a due turn at the next step's end (no real time)."""
+    """
+    Sim time: the executor's loop takes a due turn at the next step's end.
+
+    Its deadlines are ROS timers, waited for in the loop; steps run back to back only when
+    ``/clock`` is already past them, and no wall-time deadline has room for a turn.
+    """
     return 0.0

@@ -276,7 +276,8 @@ class RosRuntime:
         Time-steps shorter than ``TURN_ROOM`` (``ros/deadline.py``) have none: past
         this the turn is taken at a step's end, before the next action. Long for the lean
         loop (its timers: the log flush, ``/diagnostics``, the graph watch); rclpy's loop
-        may have messages waiting, so as long as its turn.
+        may have messages waiting, so as long as its turn. Wall time only: the env gives none
+        under sim time.
         """
         executor = self.executor
         if not isinstance(executor, LeanExecutor) or not executor.lean:

@@ -117,3 +117,16 @@ def test_reset_waits_for_the_first_clock_message(sim_env):
     env = sim_env(clock_wait_timeout=0.3)
     with pytest.raises(TimeoutError, match='/clock'):
         env.reset()
+
+
+def test_a_due_executor_turn_waits_for_no_room_under_sim_time(sim_clock, sim_env):
+    # Deadlines on /clock are ROS timers waited for in the executor's loop; steps chain only
+    # when /clock is past them, and no wall-time deadline has room for the turn.
+    sim_clock(rate=1.0)
+    runner = sim_env()._runner
+    assert runner._turn_patience() == 0.0
+    wall = RealTimeEnv(dict(DEFAULT_CONFIG_DICT, interface=CountingInterface))
+    try:
+        assert wall._runner._turn_patience() > 1.0  # wall time: room comes at 250 Hz or less
+    finally:
+        wall.close()
