@@ -249,8 +249,8 @@ class TimeStepRunner:
         in the executor's loop (``turn``), after the action was sent, where the loop's work
         (milliseconds on a slow host, its code and data cold after a second unused) delays no
         action and no capture. A turn that finds no such deadline within ``turn_patience``
-        (time-steps too short for it) is taken here, before the next action, as a time-out
-        may be.
+        (time-steps too short for it) is taken here, before the next action, which it may
+        then delay.
         """
         if not self._chaining:
             return True  # called from the executor's loop (a timer): the chain starts here
