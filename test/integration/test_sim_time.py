@@ -43,19 +43,24 @@ def sim_env():
         env.close()
 
 
-def wall_time_of_steps(env, count: int, *, timeout: float = 10.0) -> float:
-    """Wall time of ``count`` steps, run in a thread so a hang fails the test instead."""
+def step_wall_times(env, count: int, *, timeout: float = 10.0) -> list[float]:
+    """Wall time of each of ``count`` steps, run in a thread so a hang fails the test instead."""
     finished = threading.Event()
-    start = time.perf_counter()
+    ends = [time.perf_counter()]
 
     def run():
         for _ in range(count):
             env.step(ZERO)
+            ends.append(time.perf_counter())
         finished.set()
 
     threading.Thread(target=run, daemon=True).start()
     assert finished.wait(timeout), f'{count} steps did not complete within {timeout} s'
-    return time.perf_counter() - start
+    return list(np.diff(ends))
+
+
+def wall_time_of_steps(env, count: int, *, timeout: float = 10.0) -> float:
+    return sum(step_wall_times(env, count, timeout=timeout))
 
 
 @pytest.mark.parametrize('rate', [1.0, 2.0])
@@ -64,9 +69,11 @@ def test_steps_follow_sim_speed(sim_clock, sim_env, rate):
     env = sim_env()
     env.reset()
     env.step(ZERO)
-    wall = wall_time_of_steps(env, 40)
-    expected = 40 * T / rate
-    assert expected * 0.7 < wall < expected * 1.6
+    # The median step: one stall of a loaded machine (the test's own /clock thread starved)
+    # costs one step's time, not the verdict.
+    per_step = float(np.median(step_wall_times(env, 40)))
+    expected = T / rate
+    assert expected * 0.7 < per_step < expected * 1.6, per_step
     sim_start = env.now()
     assert sim_start > 999.0  # the node reads /clock, not the wall clock
     assert clock.rate == rate
