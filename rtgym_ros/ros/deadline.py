@@ -30,8 +30,8 @@ Seconds before a wall-time deadline at which a longer sleep stops and a short on
 
 The default of the env's ``timer_last_stretch``. On this project's VMs a 10 ms sleep ends
 50-100 µs late, now and then milliseconds (the idle vCPU was given away); a sleep of the last
-millisecond ends within tens of µs. It costs one more wake-up per deadline, about 20 µs of CPU
-there (benchmarks/RESULTS.md, cold wake-ups and the last stretch).
+millisecond ends within tens of µs. It costs one more wake-up per deadline, 20-40 µs of CPU
+there (benchmarks/RESULTS.md, the last stretch as an option).
 """
 
 
