@@ -100,7 +100,7 @@ class TimeStepRunner:
         self._chaining = False
         self._turn_due: float | None = None  # monotonic time the executor's loop needs a turn
         self._turn_overdue = 0.0  # monotonic time past which the turn is taken at a step's end
-        self._turn_wanted = False  # the next deadline with room for it gives the loop its turn
+        self._turn_wanted = False  # in a chain: the next deadline with room gives the loop a turn
         self.completed = 0
         """Time-steps completed (executor thread); the env keeps each result under this count."""
         self._offered: tuple | None = None
@@ -166,13 +166,14 @@ class TimeStepRunner:
         self._pending_start = (action,)
         if self._chaining:
             return  # an outer start() is looping: it picks this one up
-        self._chaining, self._turn_due, self._turn_wanted = True, None, False
+        self._chaining, self._turn_due = True, None
         try:
             while self._pending_start is not None:
                 (action,), self._pending_start = self._pending_start, None
                 self._start_one(action)
         finally:
-            self._chaining = False
+            # The chain ends: the loop gets the thread, whatever turn was wanted in it.
+            self._chaining = self._turn_wanted = False
 
     def _start_one(self, action: Any) -> None:
         try:
@@ -201,8 +202,7 @@ class TimeStepRunner:
                 return
             if self._advance is not None:
                 self._advance(schedule.t_end)
-            self._timer.arm(schedule.t_end, self._complete,
-                            turn=self._turn_wanted and self._chaining)
+            self._timer.arm(schedule.t_end, self._complete, turn=self._turn_wanted)
         except Exception as error:
             self._fail(error)
 
