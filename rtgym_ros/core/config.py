@@ -37,7 +37,7 @@ ROS_DEFAULTS: dict[str, Any] = {
     'clock_wait_timeout': 10.0,  # use_sim_time: how long the first reset() waits for /clock
     'domain_id': None,  # ROS domain; None takes ROS_DOMAIN_ID from the environment
     'timer_lead': 0.025,  # wall clock only: deadlines nearer than this are slept, as rtgym
-    'timer_last_stretch': 0.001,  # wall clock only: the end of a longer sleep, slept apart
+    'timer_last_stretch': 0.0,  # wall clock only: >0 sleeps a deadline's last stretch apart
     'gil_switch_interval': 0.0002,  # sys.setswitchinterval while an env lives; None: leave it
     'gc_freeze': True,  # gc.freeze() at start and each reset: full collections stay short
     'timer_slack': 1e-6,  # s the kernel may end the executor thread's sleeps late; None: leave it

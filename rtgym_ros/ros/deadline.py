@@ -24,14 +24,16 @@ Half of it goes to the loop (its due timers, cold: milliseconds on a slow host),
 to the sleep after the ROS timer fires. Shorter time-steps leave no room for a turn
 (``RosRuntime.turn_patience``).
 """
-LAST_STRETCH = 1e-3
+LAST_STRETCH = 0.0
 """
-Seconds before a wall-time deadline at which a longer sleep stops and a short one takes over.
+The default of the env's ``timer_last_stretch``: one sleep per wall-time deadline.
 
-The default of the env's ``timer_last_stretch``. On this project's VMs a 10 ms sleep ends
-50-100 µs late, now and then milliseconds (the idle vCPU was given away); a sleep of the last
-millisecond ends within tens of µs. It costs one more wake-up per deadline, 20-40 µs of CPU
-there (benchmarks/RESULTS.md, the last stretch as an option).
+A stretch (say 1 ms) ends a longer sleep that far short of the deadline and sleeps the rest
+apart. On this project's VMs a 10 ms sleep ends 50-100 µs late, now and then milliseconds,
+and a 1 ms one within tens of µs: the capture lateness drops by tens of µs, for one more
+wake-up per deadline, 20-90 µs of the executor thread's CPU per 100 Hz step there, while the
+spacing of the captures measured the same with and without it (benchmarks/RESULTS.md, the
+last stretch as an option).
 """
 
 

@@ -9,7 +9,9 @@ import threading
 import time
 
 import pytest
-from rtgym_ros.ros.deadline import ClockDeadline, LAST_STRETCH, sleep_to
+from rtgym_ros.ros.deadline import ClockDeadline, sleep_to
+
+STRETCH = 1e-3
 
 
 class Clock:
@@ -102,18 +104,19 @@ def _sleeping_clock(start: float, overshoot: float = 0.0):
 
 def test_a_far_deadline_sleeps_its_last_stretch_apart():
     clock, slept, sleep = _sleeping_clock(0.0, overshoot=300e-6)
-    sleep_to(0.01, 0.01, clock.now, sleep)
+    sleep_to(0.01, 0.01, clock.now, sleep, stretch=STRETCH)
     # The first sleep ended 300 µs late; the second sleeps what is left, from a fresh reading.
-    assert slept == [pytest.approx(0.01 - LAST_STRETCH), pytest.approx(LAST_STRETCH - 300e-6)]
+    assert slept == [pytest.approx(0.01 - STRETCH), pytest.approx(STRETCH - 300e-6)]
 
 
 def test_a_near_deadline_is_one_sleep_and_a_past_one_none():
     clock, slept, sleep = _sleeping_clock(0.0)
-    sleep_to(1.5 * LAST_STRETCH, 1.5 * LAST_STRETCH, clock.now, sleep)
-    assert slept == [pytest.approx(1.5 * LAST_STRETCH)]
-    clock, slept, sleep = _sleeping_clock(0.0, overshoot=2 * LAST_STRETCH)
-    sleep_to(0.01, 0.01, clock.now, sleep)  # the first sleep overshot the deadline
-    assert slept == [pytest.approx(0.01 - LAST_STRETCH)]
+    sleep_to(1.5 * STRETCH, 1.5 * STRETCH, clock.now, sleep, stretch=STRETCH)
+    assert slept == [pytest.approx(1.5 * STRETCH)]
+    clock, slept, sleep = _sleeping_clock(0.0, overshoot=2 * STRETCH)
+    # The first sleep overshot the deadline: no second one.
+    sleep_to(0.01, 0.01, clock.now, sleep, stretch=STRETCH)
+    assert slept == [pytest.approx(0.01 - STRETCH)]
 
 
 def test_a_clock_set_back_during_the_first_sleep_does_not_lengthen_the_second():
@@ -124,8 +127,8 @@ def test_a_clock_set_back_during_the_first_sleep_does_not_lengthen_the_second():
         if len(slept) == 1:
             clock.time -= 3600.0  # the system clock was set back an hour
 
-    sleep_to(0.01, 0.01, clock.now, sleep_then_set_back)
-    assert slept == [pytest.approx(0.01 - LAST_STRETCH), pytest.approx(LAST_STRETCH)]
+    sleep_to(0.01, 0.01, clock.now, sleep_then_set_back, stretch=STRETCH)
+    assert slept == [pytest.approx(0.01 - STRETCH), pytest.approx(STRETCH)]
 
 
 def test_a_last_stretch_of_zero_sleeps_once_and_another_one_is_kept():
