@@ -88,9 +88,9 @@ class RealTimeEnv(gymnasium.Env):
         self._step_timed_out = False
         self._ts_running = False
         self.stalls = 0
+        """How often the watchdog sent the default action because step() came too late."""
         self.timeouts = 0
         """How many time-steps timed out (each also a warning, as in rtgym)."""
-        """How often the watchdog sent the default action because step() came too late."""
 
         self._runtime = RosRuntime(node_name=cfg.node_name, namespace=cfg.namespace,
                                    use_sim_time=cfg.use_sim_time, domain_id=cfg.domain_id)
