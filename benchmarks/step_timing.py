@@ -465,15 +465,19 @@ def _median(results: list[dict], key: str) -> float:
     return float(np.median([r[key] for r in results]))
 
 
+def _median_range(counts: list[int]) -> str:
+    """Format counts over the repeats: their median, and their range when there are several."""
+    counts = sorted(counts)
+    text = f'{np.median(counts):g}'
+    return text if len(counts) == 1 else f'{text} ({counts[0]}–{counts[-1]})'
+
+
 def _figures(runs: list[dict]) -> list[str]:
     """Format one cell's figures: medians over the repeats, and the time-outs' range."""
     failed = [r for r in runs if 'error' in r]
     if failed:
         return ['error'] * 8 + [failed[0]['error']]
-    timeouts = sorted(r['timeouts'] for r in runs)
-    timeout_text = str(timeouts[0])
-    if len(runs) > 1:
-        timeout_text = f'{np.median(timeouts):g} ({timeouts[0]}–{timeouts[-1]})'
+    timeout_text = _median_range([r['timeouts'] for r in runs])
     work = None if runs[0]['work_per_step'] is None else _median(runs, 'work_per_step')
     late = [np.median([r['capture_late_us'][p] for r in runs]) for p in ('p50', 'p99')]
     return [f"{_median(runs, 'p50_us'):.0f}", f"{_median(runs, 'p99_us'):.0f}",
@@ -538,12 +542,8 @@ LATE_HEADER = ['rate', 'agent', 'env', 'late starts: step() called late', 'captu
 
 def _late_figures(runs: list[dict]) -> list[str]:
     """Format one cell's late starts by cause: median (range) over the repeats."""
-    cells = []
-    for cause in LATE_START_CAUSES:
-        counts = sorted(r['late_starts'][cause] for r in runs)
-        text = f'{np.median(counts):g}'
-        cells.append(text if len(runs) == 1 else f'{text} ({counts[0]}–{counts[-1]})')
-    return cells
+    return [_median_range([r['late_starts'][cause] for r in runs])
+            for cause in LATE_START_CAUSES]
 
 
 def format_late_markdown(results: list[dict]) -> str:
