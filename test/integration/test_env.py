@@ -235,6 +235,15 @@ def test_the_thread_that_sleeps_the_deadlines_has_the_configured_timer_slack(mak
     assert timer_slack.of_this_thread() == ours  # the user's thread keeps its own
 
 
+def voluntary_switches(native_id: int) -> int:
+    """How often the thread ``native_id`` of this process blocked and was woken (Linux)."""
+    with open(f'/proc/self/task/{native_id}/status') as status:
+        for line in status:
+            if line.startswith('voluntary_ctxt_switches:'):
+                return int(line.split()[1])
+    raise AssertionError('no voluntary_ctxt_switches line')
+
+
 class WakeCountingInterface(CountingInterface):
     """Records the voluntary context switches of the thread that sleeps to the deadlines."""
 
@@ -243,9 +252,7 @@ class WakeCountingInterface(CountingInterface):
         self.switches = []
 
     def get_obs_rew_terminated_info(self):
-        with open(f'/proc/self/task/{threading.get_native_id()}/status') as stream:
-            self.switches.append(next(int(line.split()[1]) for line in stream
-                                      if line.startswith('voluntary_ctxt_switches')))
+        self.switches.append(voluntary_switches(threading.get_native_id()))
         return super().get_obs_rew_terminated_info()
 
 
@@ -456,15 +463,6 @@ def test_wait_disarms_the_watchdog(make_env):
     assert env.unwrapped.interface.calls[-1] == 'wait'
 
 
-def _voluntary_switches(thread: threading.Thread) -> int:
-    """How often ``thread`` blocked and was woken (Linux, /proc)."""
-    with open(f'/proc/self/task/{thread.native_id}/status') as status:
-        for line in status:
-            if line.startswith('voluntary_ctxt_switches:'):
-                return int(line.split()[1])
-    raise AssertionError('no voluntary_ctxt_switches line')
-
-
 @pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /proc/self/task')
 def test_a_paused_env_wakes_its_executor_thread_only_for_its_timers(make_env):
     # Paused between episodes (a training update), the executor thread serves the log flush
@@ -475,7 +473,7 @@ def test_a_paused_env_wakes_its_executor_thread_only_for_its_timers(make_env):
     env.unwrapped.wait()
     executor_thread = env.unwrapped._runtime.executor_thread
     time.sleep(0.5)
-    before = _voluntary_switches(executor_thread)
+    before = voluntary_switches(executor_thread.native_id)
     time.sleep(3.0)
-    woken = _voluntary_switches(executor_thread) - before
+    woken = voluntary_switches(executor_thread.native_id) - before
     assert woken <= 12, f'{woken} wake-ups in 3 s while paused'
