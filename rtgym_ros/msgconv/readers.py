@@ -23,6 +23,9 @@ from rtgym_ros.msgconv.type_names import check_message_class
 
 NONFINITE_POLICIES = ('keep', 'zero', 'max')
 
+JOINT_ARRAYS = ('position', 'velocity', 'effort')
+"""The arrays of a JointState, one value per name (or empty: not given)."""
+
 
 class FieldReader:
     """
@@ -41,6 +44,8 @@ class FieldReader:
         self.joint_names: tuple[str, ...] | None = None
         """JointState read by name: the configured joints (their values may come from
         several publishers, see ``rtgym_ros.robot.slots``)."""
+        self.joint_fields: tuple[str, ...] = ()
+        """JointState read by name: which of position, velocity and effort are read."""
         self.labels: tuple[str, ...] | None = None
         """What each value is (``position[j0]``, ``ranges[3]``), in order; None for images."""
         self.returns_view = False
@@ -208,6 +213,7 @@ def compile_reader(
     reader.labels = value_labels(leaves, seq_length, names)
     if by_name is not None:
         reader.joint_names = by_name.joint_names
+        reader.joint_fields = tuple(leaf.path for leaf in leaves if leaf.path in JOINT_ARRAYS)
     return reader
 
 
@@ -225,7 +231,7 @@ def _segments(leaves: list[Leaf], seq_length: int, by_name: JointIndex | None, *
         if leaf is None:
             break
         count = leaf.count if leaf.count is not None else seq_length
-        if by_name is not None and leaf.path in ('position', 'velocity', 'effort'):
+        if by_name is not None and leaf.path in JOINT_ARRAYS:
             segments.append(_joint_segment(leaf, by_name, size, key=key))
         else:
             segments.append(_array_segment(leaf, count, size, key=key))

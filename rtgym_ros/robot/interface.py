@@ -401,9 +401,16 @@ class RosInterface(RealTimeGymInterface):
             graph = '; '.join(describe_publishers(self._io_node, self._topics[slot.name],
                                                   interface_name(slot.reader.msg_type))
                               for slot in silent)
+            topics = ', '.join(self._topics[slot.name] for slot in silent)
+            lacking = [name for slot in silent if slot.message is not None
+                       for name in slot.missing()]
+            if lacking:  # joints by name: some joints, or fields, never came
+                raise TimeoutError(
+                    f'reset: no complete data on {topics} within reset_timeout {timeout} s: '
+                    f'messages came without {", ".join(lacking)} (a JointState field left '
+                    f'empty is not given): {graph}')
             raise TimeoutError(
-                f'reset: no message on {", ".join(self._topics[s.name] for s in silent)} '
-                f'within reset_timeout {timeout} s: {graph}')
+                f'reset: no message on {topics} within reset_timeout {timeout} s: {graph}')
 
     def wait(self) -> None:
         """Stop the robot, then pause the simulator if a service is given (rtgym's pause)."""

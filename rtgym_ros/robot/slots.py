@@ -10,9 +10,11 @@ Two rules of the real ROS world are kept here:
 
 - several publishers on one ``JointState`` topic (an arm and a gripper on ``/joint_states``):
   a slot read by joint name keeps the newest values of each configured joint, each with its
-  own stamp; the slot's stamp is its oldest joint's;
+  own stamp; the slot's stamp is its oldest joint's. A field a message leaves empty (the
+  message definition allows it) is not given for its joints: a joint whose configured field
+  never came is missing, one whose field stopped coming goes stale;
 - stamps ahead of the node's clock (clock skew between machines) by more than
-  ``stamp_tolerance`` never count as fresh.
+  ``stamp_tolerance`` never count as fresh, whichever joint carries them.
 """
 
 import threading
@@ -21,11 +23,9 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 from rtgym_ros.msgconv.fields import message_stamp
-from rtgym_ros.msgconv.readers import FieldReader
+from rtgym_ros.msgconv.readers import FieldReader, JOINT_ARRAYS
 from rtgym_ros.robot.spec import ObservationSlotSpec
 from sensor_msgs.msg import JointState
-
-_JOINT_FIELDS = ('position', 'velocity', 'effort')
 
 
 class Slot:
@@ -40,9 +40,13 @@ class Slot:
         self._changed = threading.Condition()
         self.message: Any = None
         self.stamp = -np.inf
+        """The data's stamp on the node's clock: its oldest joint's, read by joint name."""
+        self._newest = -np.inf  # the newest joint's stamp: one ahead of the clock is not fresh
+        self._zero_header = False  # the header stamp was 0: stamped on arrival
         self.count = 0
         self._aborted = False
-        self._joints = _JointTable(spec.reader.joint_names) if spec.reader.joint_names else None
+        self._joints = (_JointTable(spec.reader.joint_names, spec.reader.joint_fields)
+                        if spec.reader.joint_names else None)
         self._transform = spec.transform.apply if spec.transform is not None else None
         self._last_read: Any = None  # the message read last (a view on it must not be shared)
         space = spec.space
@@ -59,14 +63,17 @@ class Slot:
     def store(self, message: Any) -> None:
         """Subscription callback: keep the message (or image frame) and its stamp, unconverted."""
         received = self._now()
-        stamp = message_stamp(message) if self.spec.use_header_stamp else None
+        header = message_stamp(message) if self.spec.use_header_stamp else None
         # A zero header stamp means the publisher did not set it: use the receive time.
-        stamp = stamp if stamp else received
+        stamp = header if header else received
+        zero_header = header == 0.0
         with self._changed:
             if self._joints is None:
-                self.message, self.stamp = message, stamp
+                self.message, self.stamp, self._newest = message, stamp, stamp
+                self._zero_header = zero_header
             else:
-                self.message, self.stamp = self._joints.update(message, stamp)
+                self.message = self._joints.update(message, stamp, zero_header)
+                self.stamp, self._newest = self._joints.oldest(), self._joints.newest()
             self.count += 1
             self._changed.notify_all()
 
@@ -78,14 +85,25 @@ class Slot:
 
         Data of the old time base is stamped later than that (a receive stamp included). What a
         simulator sent of its new time base before the rewound ``/clock`` (DDS does not order
-        messages across topics) is stamped at or before ``now``, and stays.
+        messages across topics) is stamped at or before ``now``, and stays. A clock gone back
+        to its origin (a simulator reset to t = 0) keeps data stamped exactly 0 too, stamped on
+        arrival: the reset state, which a zero stamp cannot tell from an unset one.
         """
         with self._changed:
-            newest = self._joints.newest() if self._joints is not None else self.stamp
-            if newest > now:
-                self.message, self.stamp = None, -np.inf
-                if self._joints is not None:
-                    self._joints.clear()
+            if self._newest <= now:
+                return
+            origin = now <= self._tolerance
+            if self._joints is not None:
+                if origin:
+                    self._joints.restamp_zero_headers(now)
+                if self._joints.newest() <= now:
+                    self.stamp, self._newest = self._joints.oldest(), self._joints.newest()
+                    return
+                self._joints.clear()
+            elif origin and self._zero_header:
+                self.stamp = self._newest = now
+                return
+            self.message, self.stamp, self._newest = None, -np.inf, -np.inf
 
     def abort(self) -> None:
         """End every wait now (the env is closing), and every later one."""
@@ -102,8 +120,8 @@ class Slot:
         return now - self.stamp
 
     def from_the_future(self, now: float) -> bool:
-        """Say whether the stamp is ahead of the clock by more than the tolerance."""
-        return self.stamp - now > self._tolerance
+        """Say whether a stamp (any joint's) is ahead of the clock by more than the tolerance."""
+        return self._newest - now > self._tolerance
 
     def is_stale(self, now: float) -> bool:
         """Say whether the data is older than ``max_age``, or stamped in the future."""
@@ -112,15 +130,16 @@ class Slot:
         return self.spec.max_age is not None and self.age(now) > self.spec.max_age
 
     def missing(self) -> list[str]:
-        """Return what never arrived: the slot itself, or some of its configured joints."""
+        """Return what never arrived: the slot, some of its joints, or fields of a joint."""
         if self._joints is not None:
             return [f'{self.name}.{joint}' for joint in self._joints.unseen()]
         return [] if self.message is not None else [self.name]
 
     def wait_newer_than(self, time_: float, *, timeout: float) -> bool:
         """Block until data stamped after ``time_`` (and not in the future) is here."""
-        return self.wait_for(lambda: time_ < self.stamp <= self._now() + self._tolerance,
-                             timeout=timeout)
+        return self.wait_for(
+            lambda: time_ < self.stamp and self._newest <= self._now() + self._tolerance,
+            timeout=timeout)
 
     def wait_for(self, ready: Callable[[], bool], *, timeout: float) -> bool:
         with self._changed:
@@ -164,46 +183,63 @@ class Slot:
 
 
 class _JointTable:
-    """The newest position, velocity and effort of each configured joint, and its stamp."""
+    """
+    The newest position, velocity and effort of each configured joint, each with its stamp.
 
-    def __init__(self, joint_names: tuple[str, ...]) -> None:
+    Stamps are kept per joint and configured field: a message gives a field only when it
+    has one value per name, so an empty one (allowed) or a malformed one neither changes
+    nor refreshes it.
+    """
+
+    def __init__(self, joint_names: tuple[str, ...], fields: tuple[str, ...]) -> None:
         self.names = joint_names
         self._index = {name: i for i, name in enumerate(joint_names)}
+        self._fields = fields
+        # 'name' always has one value per name: with no field configured, naming refreshes.
+        self._stamped = fields or ('name',)
         self._covers: dict[tuple[str, ...], bool] = {}
-        self._values = np.zeros((len(_JOINT_FIELDS), len(joint_names)))
-        self._stamps = np.full(len(joint_names), -np.inf)
-        self._whole: Any = None
+        self._values = np.zeros((len(JOINT_ARRAYS), len(joint_names)))
+        self._stamps = np.full((len(self._stamped), len(joint_names)), -np.inf)
+        self._zero_header = np.zeros(self._stamps.shape, bool)
+        self._whole: tuple | None = None  # (message, stamp, zero header): read as it is
 
-    def update(self, message: Any, stamp: float) -> tuple[Any, float]:
-        """Take a JointState in; return the message to read and the slot's stamp."""
+    def update(self, message: Any, stamp: float, zero_header: bool) -> Any:
+        """Take a JointState in; return the message to read."""
         names = tuple(message.name)
         covers = self._covers.get(names)
         if covers is None:
             covers = self._covers[names] = set(self.names) <= set(names)
             if len(self._covers) > 16:
                 self._covers.clear()
-        if covers:  # one publisher with every configured joint: read it as it is
-            self._whole = message
+        count = len(names)
+        if covers and all(len(getattr(message, field)) == count for field in self._fields):
+            # One publisher with every configured joint and field: read it as it is.
+            self._whole = (message, stamp, zero_header)
             self._stamps[:] = stamp
-            return message, stamp
+            self._zero_header[:] = zero_header
+            return message
         if self._whole is not None:  # from now on, values come joint by joint
-            self._absorb(self._whole, self._stamps.copy())
-            self._whole = None
-        self._absorb(message, stamp)
-        return self._merged(), float(self._stamps.min())
+            whole, self._whole = self._whole, None
+            self._absorb(*whole)
+        self._absorb(message, stamp, zero_header)
+        return self._merged()
 
-    def _absorb(self, message: Any, stamp: Any) -> None:
+    def _absorb(self, message: Any, stamp: float, zero_header: bool) -> None:
         where = [(i, self._index[name]) for i, name in enumerate(message.name)
                  if name in self._index]
         if not where:
             return
         source = np.array([i for i, _ in where])
         target = np.array([j for _, j in where])
-        for row, field in enumerate(_JOINT_FIELDS):
+        count = len(message.name)
+        for row, field in enumerate(JOINT_ARRAYS):
             values = np.asarray(getattr(message, field), dtype=np.float64)
-            if values.size == len(message.name):  # publishers may leave a field empty
+            if values.size == count:
                 self._values[row, target] = values[source]
-        self._stamps[target] = stamp if np.isscalar(stamp) else np.asarray(stamp)[target]
+        for row, field in enumerate(self._stamped):
+            if len(getattr(message, field)) == count:
+                self._stamps[row, target] = stamp
+                self._zero_header[row, target] = zero_header
 
     def _merged(self) -> JointState:
         merged = JointState()
@@ -211,16 +247,36 @@ class _JointTable:
         merged.position, merged.velocity, merged.effort = (row.tolist() for row in self._values)
         return merged
 
+    def oldest(self) -> float:
+        """Return the earliest stamp of any joint's field (-inf while one never came)."""
+        return float(self._stamps.min())
+
     def newest(self) -> float:
-        """Return the latest stamp of any joint (-inf before any)."""
+        """Return the latest stamp of any joint's field (-inf before any)."""
         return float(self._stamps.max())
 
+    def restamp_zero_headers(self, now: float) -> None:
+        """Stamp at ``now`` what came with a zero header stamp (the clock went back to 0)."""
+        self._stamps[self._zero_header] = now
+        if self._whole is not None and self._whole[2]:
+            self._whole = (self._whole[0], now, True)
+
     def unseen(self) -> list[str]:
-        return [name for name, stamp in zip(self.names, self._stamps) if stamp == -np.inf]
+        """Joints none of whose fields came (``joint``), or some fields (``joint.field``)."""
+        unseen = []
+        for column, name in enumerate(self.names):
+            never = [field for field, stamp in zip(self._stamped, self._stamps[:, column])
+                     if stamp == -np.inf]
+            if len(never) == len(self._stamped):
+                unseen.append(name)
+            else:
+                unseen.extend(f'{name}.{field}' for field in never)
+        return unseen
 
     def clear(self) -> None:
         self._values[:] = 0.0
         self._stamps[:] = -np.inf
+        self._zero_header[:] = False
         self._whole = None
 
 

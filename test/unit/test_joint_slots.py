@@ -1,0 +1,127 @@
+"""
+A JointState slot read by joint name, fed as ROS robots feed it.
+
+Several publishers on one topic, each with some of the joints (an arm and a gripper); fields
+left empty, which the message definition allows; stamps ahead of the clock; and the clock
+going back (a simulator reset): data of the old time base goes, data of the new one stays.
+"""
+
+from pathlib import Path
+
+from builtin_interfaces.msg import Time
+import numpy as np
+import pytest
+from rtgym_ros.robot.loader import load_robot_config
+from rtgym_ros.robot.slots import Slot
+from sensor_msgs.msg import JointState
+import yaml
+
+
+def joints_slot(tmp_path: Path, fields: tuple[str, ...] = ('position',), *,
+                now: float = 0.0) -> Slot:
+    joints = {'topic': 'joint_states', 'type': 'sensor_msgs/msg/JointState',
+              'joint_names': ['arm', 'gripper'], 'fields': list(fields)}
+    params = {'time_step_duration': 0.1,
+              'actions': {'names': ['effort'], 'effort': {
+                  'topic': 'effort', 'type': 'std_msgs/msg/Float64MultiArray', 'field': 'data',
+                  'low': [-1.0], 'high': [1.0]}},
+              'observations': {'names': ['joints'], 'joints': joints}}
+    path = tmp_path / 'robot.yaml'
+    path.write_text(yaml.safe_dump({'/**': {'ros__parameters': params}}))
+    [spec] = load_robot_config(path)[1].observations
+    return Slot(spec, now=lambda: now)
+
+
+def state(stamp: float, names: list[str], positions: list[float], *,
+          effort: list[float] | None = None) -> JointState:
+    sec = int(stamp)
+    message = JointState(name=names, position=positions, effort=effort or [])
+    message.header.stamp = Time(sec=sec, nanosec=round((stamp - sec) * 1e9))
+    return message
+
+
+# -- stamps ahead of the clock ------------------------------------------------------------------
+
+
+def test_one_joint_stamped_ahead_makes_the_slot_not_fresh(tmp_path):
+    slot = joints_slot(tmp_path, now=100.0)
+    slot.store(state(100.0, ['arm'], [1.0]))
+    slot.store(state(3700.0, ['gripper'], [2.0]))  # its driver's machine is an hour ahead
+    assert slot.from_the_future(100.0) and slot.is_stale(100.0)
+    assert not slot.wait_newer_than(99.0, timeout=0.0)
+    slot.store(state(100.05, ['gripper'], [2.5]))  # its clock set right
+    assert not slot.from_the_future(100.05) and slot.wait_newer_than(99.0, timeout=0.0)
+
+
+# -- fields left empty --------------------------------------------------------------------------
+
+
+def test_a_field_left_empty_by_the_only_publisher_is_missing_not_an_error(tmp_path):
+    slot = joints_slot(tmp_path, ('position', 'effort'), now=1.0)
+    slot.store(state(1.0, ['arm', 'gripper'], [1.0, 2.0]))  # effort: [] (allowed)
+    assert slot.missing() == ['joints.arm.effort', 'joints.gripper.effort']
+    assert slot.stamp == -np.inf and slot.read().tolist() == [1.0, 2.0, 0.0, 0.0]
+    slot.store(state(1.1, ['arm', 'gripper'], [1.5, 2.5], effort=[0.1, 0.2]))
+    assert slot.missing() == [] and slot.stamp == pytest.approx(1.1)
+    assert slot.read().tolist() == pytest.approx([1.5, 2.5, 0.1, 0.2])
+
+
+def test_a_joint_whose_field_stops_coming_goes_stale_with_its_last_value(tmp_path):
+    slot = joints_slot(tmp_path, ('position', 'effort'), now=1.0)
+    slot.store(state(1.0, ['arm', 'gripper'], [1.0, 2.0], effort=[0.1, 0.2]))
+    slot.store(state(2.0, ['arm'], [1.5], effort=[0.3]))
+    slot.store(state(2.0, ['gripper'], [3.0]))  # its driver now sends positions only
+    assert slot.stamp == pytest.approx(1.0)  # the gripper's effort is as old as it was
+    assert slot.read().tolist() == pytest.approx([1.5, 3.0, 0.3, 0.2])
+
+
+def test_a_malformed_field_is_not_given(tmp_path):
+    slot = joints_slot(tmp_path, now=1.0)
+    slot.store(state(1.0, ['arm', 'gripper'], [1.0, 2.0]))
+    slot.store(state(2.0, ['arm'], [1.5]))
+    slot.store(state(2.0, ['gripper', 'other'], [7.0]))  # one value for two names
+    assert slot.stamp == pytest.approx(1.0) and slot.read().tolist() == [1.5, 2.0]
+
+
+# -- the clock going back -----------------------------------------------------------------------
+
+
+def test_old_time_base_data_goes(tmp_path):
+    slot = joints_slot(tmp_path)
+    slot.store(state(12.5, ['arm', 'gripper'], [1.0, 2.0]))
+    slot.forget_after(0.0)  # a reset set the clock back from 12.5 s to 0
+    assert slot.missing() == ['joints.arm', 'joints.gripper']
+    assert slot.stamp == -np.inf
+
+
+def test_new_time_base_data_sent_before_the_rewound_clock_stays(tmp_path):
+    slot = joints_slot(tmp_path)
+    slot.store(state(0.001, ['arm', 'gripper'], [1.0, 2.0]))  # arrived before the new /clock
+    slot.forget_after(0.001)
+    assert slot.missing() == []
+    assert slot.read().tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize('names', [['arm', 'gripper'], ['arm']])
+def test_a_reset_state_stamped_zero_before_the_rewound_clock_stays(tmp_path, names):
+    slot = joints_slot(tmp_path, now=12.3)
+    if names == ['arm']:
+        slot.store(state(0.0, ['gripper'], [2.0]))
+    slot.store(state(0.0, names, [1.0] * len(names)))  # the reset state, before /clock's 0
+    slot.forget_after(0.0)
+    assert slot.missing() == [] and slot.stamp == 0.0
+
+
+def test_a_zero_stamp_goes_when_the_clock_goes_back_elsewhere(tmp_path):
+    slot = joints_slot(tmp_path, now=12.3)
+    slot.store(state(0.0, ['arm', 'gripper'], [1.0, 2.0]))  # unset: stamped on arrival, 12.3
+    slot.forget_after(5.0)
+    assert slot.missing() == ['joints.arm', 'joints.gripper']
+
+
+def test_merged_joints_go_when_any_is_of_the_old_time_base(tmp_path):
+    slot = joints_slot(tmp_path)
+    slot.store(state(12.5, ['gripper'], [2.0]))  # another publisher, not reset yet
+    slot.store(state(0.001, ['arm'], [1.0]))
+    slot.forget_after(0.001)
+    assert slot.missing() == ['joints.arm', 'joints.gripper']
