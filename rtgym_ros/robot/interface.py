@@ -238,19 +238,24 @@ class RosInterface(RealTimeGymInterface):
             target = self.now() - 1e-9
             wait_all(self.slots, lambda slot: lambda: slot.stamp >= target,
                      timeout=options.reset_timeout)
+        # Bounded on the node's clock: in a free-running simulator's seconds under sim time
+        # (a paused one is waited through), in wall seconds in lockstep, where the clock
+        # stands still until the env advances it.
+        clock = self.now if self._clock_reader.sim_time and not self.lockstep else None
         if options.newer_than_action:
             bound = options.newer_than_action_timeout
             action_time = self.last_action_time
             wait_all(self.slots, lambda slot: lambda: slot.stamp > action_time
                      and not slot.from_the_future(self.now()),
-                     timeout=self.time_step_duration if bound is None else bound)
+                     timeout=self.time_step_duration if bound is None else bound, clock=clock)
         now = self.now()
         for slot in self.slots:
             if slot.spec.on_stale == 'wait' and slot.spec.max_age is not None \
                     and slot.is_stale(now):
                 # Data from the future does not end the wait: only data no older than max_age
                 # and not ahead of the clock.
-                slot.wait_newer_than(now - slot.spec.max_age, timeout=slot.spec.wait_timeout)
+                slot.wait_newer_than(now - slot.spec.max_age, timeout=slot.spec.wait_timeout,
+                                     clock=clock)
 
     def _freshness_info(self, *, count_runs: bool = False) -> dict:
         """

@@ -28,6 +28,10 @@ from rtgym_ros.robot.spec import ObservationSlotSpec
 from sensor_msgs.msg import JointState
 
 
+SIM_TIME_POLL = 1e-3
+"""Wall seconds between looks at a simulator's clock while a wait bounded on it runs."""
+
+
 class Slot:
     """The newest data of one configured topic, with its stamp on the node's clock."""
 
@@ -135,16 +139,33 @@ class Slot:
             return [f'{self.name}.{joint}' for joint in self._joints.unseen()]
         return [] if self.message is not None else [self.name]
 
-    def wait_newer_than(self, time_: float, *, timeout: float) -> bool:
+    def wait_newer_than(self, time_: float, *, timeout: float,
+                        clock: Callable[[], float] | None = None) -> bool:
         """Block until data stamped after ``time_`` (and not in the future) is here."""
         return self.wait_for(
             lambda: time_ < self.stamp and self._newest <= self._now() + self._tolerance,
-            timeout=timeout)
+            timeout=timeout, clock=clock)
 
-    def wait_for(self, ready: Callable[[], bool], *, timeout: float) -> bool:
+    def wait_for(self, ready: Callable[[], bool], *, timeout: float,
+                 clock: Callable[[], float] | None = None) -> bool:
+        """
+        Block until ``ready()``, at most ``timeout`` wall seconds, or seconds of ``clock``.
+
+        A simulator's clock (``/clock``) runs faster or slower than the wall, or stops: a
+        wait bounded on it looks at it every :data:`SIM_TIME_POLL` wall seconds, so it lasts
+        its time in the simulator whatever the simulator's speed.
+        """
         with self._changed:
-            return self._changed.wait_for(lambda: self._aborted or ready(),
-                                          timeout=timeout) and not self._aborted
+            if clock is None:
+                return self._changed.wait_for(lambda: self._aborted or ready(),
+                                              timeout=timeout) and not self._aborted
+            deadline = clock() + timeout
+            while not (self._aborted or ready()):
+                left = deadline - clock()
+                if left <= 0.0:
+                    return False
+                self._changed.wait(min(left, SIM_TIME_POLL))
+            return not self._aborted
 
     # -- executor thread -----------------------------------------------------------------------
 
@@ -281,11 +302,16 @@ class _JointTable:
 
 
 def wait_all(slots: Iterable[Slot], ready: Callable[[Slot], Callable[[], bool]], *,
-             timeout: float) -> list[Slot]:
-    """Wait for ``ready(slot)()`` on every slot with one shared bound; return the late ones."""
-    deadline = time.monotonic() + timeout
+             timeout: float, clock: Callable[[], float] | None = None) -> list[Slot]:
+    """
+    Wait for ``ready(slot)()`` on every slot with one shared bound; return the late ones.
+
+    ``timeout``: wall seconds, or seconds of ``clock`` (:meth:`Slot.wait_for`).
+    """
+    now = time.monotonic if clock is None else clock
+    deadline = now() + timeout
     return [slot for slot in slots
-            if not slot.wait_for(ready(slot), timeout=max(0.0, deadline - time.monotonic()))]
+            if not slot.wait_for(ready(slot), timeout=max(0.0, deadline - now()), clock=clock)]
 
 
 class SignalSlot:

@@ -17,6 +17,7 @@ import pytest
 from ros_probe import SimProcess, wait_until
 import rtgym_ros  # noqa: F401
 from sensor_msgs.msg import JointState
+from sim_clock import SimClock
 from std_msgs.msg import Bool, Float64
 
 T = 0.05
@@ -32,7 +33,8 @@ class Streams:
         self.closing = False
 
     def joint_states(self, names: list[str], positions: list[float], *, rate: float,
-                     stamp_offset: float = 0.0, efforts: list[float] | None = None) -> dict:
+                     stamp_offset: float = 0.0, efforts: list[float] | None = None,
+                     stamped: bool = True) -> dict:
         """Publish JointState ``names`` at ``rate`` Hz (no efforts: left empty); steer it."""
         publisher = self._probe.node.create_publisher(JointState, f'{self.ns}/joint_states', 10)
         state = {'positions': positions, 'on': True, 'stamp_offset': stamp_offset}
@@ -42,10 +44,11 @@ class Streams:
                 return
             message = JointState(name=names, position=list(state['positions']),
                                  effort=efforts or [])
-            stamp = self._probe.node.get_clock().now().nanoseconds * 1e-9
-            stamp += state['stamp_offset']
-            message.header.stamp.sec = int(stamp)
-            message.header.stamp.nanosec = int((stamp - int(stamp)) * 1e9)
+            if stamped:  # else a zero stamp: the env stamps it on arrival
+                stamp = self._probe.node.get_clock().now().nanoseconds * 1e-9
+                stamp += state['stamp_offset']
+                message.header.stamp.sec = int(stamp)
+                message.header.stamp.nanosec = int((stamp - int(stamp)) * 1e9)
             publisher.publish(message)
         self._made.append((publisher, self._probe.node.create_timer(1.0 / rate, publish)))
         return state
@@ -306,6 +309,27 @@ def test_any_number_of_resets_that_rewind_sim_time(tmp_path):
         if env is not None:
             env.close()
         sim.stop()
+
+
+@pytest.mark.parametrize('wait', ['on_stale', 'newer_than_action'])
+def test_capture_waits_last_their_time_in_a_faster_simulator(streams, make_env, wait):
+    # The wait's bound is 0.05 s of a simulator running at 5x: 0.01 s of wall time, not 0.05
+    # (which would be 0.25 s of sim time, and every time-step 0.27 s long instead of 0.1).
+    clock = SimClock(rate=5.0)
+    try:
+        sensor = streams.joint_states(['j0'], [1.0], rate=100.0, stamped=False)
+        waits = ({'joints': {'max_age': 0.01, 'on_stale': 'wait', 'wait_timeout': 0.05}}
+                 if wait == 'on_stale' else
+                 {'newer_than_action': True, 'newer_than_action_timeout': 0.05})
+        env = make_env(streams.ns, params(['j0'], use_sim_time=True, time_step_duration=0.1,
+                                          start_obs_capture=0.02, **waits))
+        env.reset()
+        sensor['on'] = False  # from now on, every capture waits its whole bound
+        captures = [step[4]['capture_time'] for step in steps(env, 12)]
+        spacing = float(np.median(np.diff(captures[2:])))
+        assert spacing == pytest.approx(0.1, abs=0.04), captures
+    finally:
+        clock.close()
 
 
 # -- waits that end with a description of the graph --------------------------------------------

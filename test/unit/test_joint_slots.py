@@ -7,6 +7,7 @@ going back (a simulator reset): data of the old time base goes, data of the new 
 """
 
 from pathlib import Path
+import threading
 
 from builtin_interfaces.msg import Time
 import numpy as np
@@ -125,3 +126,31 @@ def test_merged_joints_go_when_any_is_of_the_old_time_base(tmp_path):
     slot.store(state(0.001, ['arm'], [1.0]))
     slot.forget_after(0.001)
     assert slot.missing() == ['joints.arm', 'joints.gripper']
+
+
+# -- waits bounded on a simulator's clock -------------------------------------------------------
+
+
+def wait_in_thread(slot: Slot, ready, clock) -> tuple[threading.Thread, list]:
+    result: list = []
+    thread = threading.Thread(target=lambda: result.append(
+        slot.wait_for(ready, timeout=0.01, clock=clock)))
+    thread.start()
+    return thread, result
+
+
+@pytest.mark.parametrize('end', ['the clock moves on', 'data comes', 'the env closes'])
+def test_a_wait_on_a_paused_simulator_clock_lasts_until(tmp_path, end):
+    slot = joints_slot(tmp_path, now=5.0)
+    sim_time = [5.0]
+    thread, result = wait_in_thread(slot, lambda: slot.stamp >= 5.0, lambda: sim_time[0])
+    thread.join(0.2)
+    assert thread.is_alive(), 'a 0.01 s wait ended while the clock stood still'
+    if end == 'the clock moves on':
+        sim_time[0] = 5.02
+    elif end == 'data comes':
+        slot.store(state(5.0, ['arm', 'gripper'], [1.0, 2.0]))
+    else:
+        slot.abort()
+    thread.join(5.0)
+    assert result == [end == 'data comes']
