@@ -22,6 +22,7 @@ from rtgym_ros.nodes.episode_logs import action_labels, EpisodeRecord, write_csv
 from rtgym_ros.nodes.policies import make_policy
 from rtgym_ros.nodes.signals import bounded_teardown, ignore_stop_signals
 from rtgym_ros.robot.env import RosEnv
+from rtgym_ros.robot.loader import refuse_name_parameters
 from rtgym_ros.robot.spec import AGENT_DEFAULTS
 from rtgym_ros.ros.parameters import ParametersUnreadable, read_node_parameters
 
@@ -127,6 +128,7 @@ def main(args: list[str] | None = None) -> int:
         parameters = dict(given.parameters)
         options = {key: parameters.pop(key, default) for key, default in AGENT_DEFAULTS.items()}
         check_bool(options['progress'], key='progress')
+        refuse_name_parameters(parameters, source='agent --ros-args')
     except ValueError as error:
         print(f'agent: invalid parameters: {error}', file=sys.stderr)
         return 2

@@ -28,7 +28,7 @@ from rtgym_ros.core.config import ACTION_BUFFER_KEY, EnvConfig
 from rtgym_ros.msgconv.type_names import interface_name
 from rtgym_ros.robot.env import resolve_robot_config, robot_spaces
 from rtgym_ros.robot.layout import ObservationLayout
-from rtgym_ros.robot.loader import ENV_KEYS, load_robot_config
+from rtgym_ros.robot.loader import ENV_KEYS, load_robot_config, refuse_name_parameters
 from rtgym_ros.robot.params_file import load_params_file
 from rtgym_ros.robot.spec import AGENT_DEFAULTS, ROBOT_DEFAULTS, RobotSpec
 from rtgym_ros.ros.parameters import ParametersUnreadable, read_node_parameters
@@ -86,6 +86,7 @@ def _report(args: list[str], options: argparse.Namespace, *, ros_args: bool) -> 
         parameters = dict(given.parameters)
         given_keys = set(parameters)
         agent = {key: parameters.pop(key, default) for key, default in AGENT_DEFAULTS.items()}
+        refuse_name_parameters(parameters, source='check --ros-args')
         env_config, spec = load_robot_config(node_name=name, namespace=namespace, **parameters)
     else:
         name, namespace = options.node_name or default_name, options.namespace

@@ -37,6 +37,8 @@ _CODE_KEYS = ('interface', 'interface_args', 'interface_kwargs')
 # rtgym keys that name a function: 'package.module:function' in a file, or the function itself.
 PREPRO_KEYS = ('act_prepro_func', 'obs_prepro_func')
 ENV_KEYS = tuple(k for k in (*RTGYM_DEFAULTS, *ROS_DEFAULTS) if k not in _CODE_KEYS)
+# The node's name and namespace: never parameters (refuse_name_parameters).
+NAME_KEYS = ('node_name', 'namespace')
 _ROBOT_KEYS = ('actions', 'observations', 'reward', 'termination', 'reset', 'pause',
                'unpause', 'step', 'record', *ROBOT_DEFAULTS)
 
@@ -63,14 +65,25 @@ def load_robot_config(path: str | Path | None = None, *, node_name: str | None =
             domain_id = None
         params = load_params_file(path, node_name=name, namespace=namespace,
                                   domain_id=domain_id)
-        named = [key for key in ('node_name', 'namespace') if key in params]
-        if named:
-            raise ValueError(f'robot_config {path}: {" and ".join(named)} cannot come from the '
-                             "file: rcl picks the file's sections by the node's name and "
-                             'namespace, so give them to gym.make (node_name=, namespace=) or '
-                             'on the command line (-r __node:=NAME -r __ns:=/NS)')
+        refuse_name_parameters(params, source=f'robot_config {path}')
     params.update(overrides)
     return split_and_check(params)
+
+
+def refuse_name_parameters(params: dict[str, Any], *, source: str) -> None:
+    """
+    Refuse ``node_name`` and ``namespace`` among a node's parameters.
+
+    rcl picked the parameters by the node's name and namespace: a parameter cannot rename the
+    node they were picked for.
+    """
+    named = [key for key in NAME_KEYS if key in params]
+    if named:
+        found = ', '.join(f'{key}={short_repr(params[key])}' for key in named)
+        raise ValueError(f'{source}: {" and ".join(named)} cannot be a parameter, got {found}: '
+                         "rcl picks a node's parameters by the node's name and namespace, so "
+                         'give them to gym.make (node_name=, namespace=) or on the command line '
+                         '(-r __node:=NAME -r __ns:=/NS)')
 
 
 def split_and_check(params: dict[str, Any]) -> tuple[dict[str, Any], RobotSpec]:

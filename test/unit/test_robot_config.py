@@ -147,7 +147,7 @@ def test_entry_of_the_env_node_applies_without_node_name(tmp_path):
 def test_the_node_is_not_named_by_the_file(tmp_path, key, value):
     """The file's sections were picked for the node's name: the file cannot rename it."""
     path = write(tmp_path / 'robot.yaml', params_file(dict(BASE, **{key: value})))
-    with pytest.raises(ValueError, match=f'{key} cannot come from the file'):
+    with pytest.raises(ValueError, match=f'{key} cannot be a parameter, got {key}='):
         load_robot_config(path)
     load_robot_config(write(tmp_path / 'ok.yaml', params_file(BASE)), **{key: value})
 
