@@ -76,6 +76,14 @@ def check_bool(value: Any, *, key: str) -> bool:
     return bool(value)
 
 
+def check_string(value: Any, *, key: str) -> str:
+    """Return ``value`` if it is a string; rcl types ``-p name:=1`` as an integer, not text."""
+    if not isinstance(value, str):
+        raise WrongTypeError(f'{key} must be a string, got {short_repr(value)} '
+                             f'({type(value).__name__})')
+    return value
+
+
 def check_choice(value: Any, choices: Iterable[Any], *, key: str) -> Any:
     """Return ``value`` if it is one of ``choices``."""
     choices = tuple(choices)

@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from rtgym_ros.core.validate import check_bool
+from rtgym_ros.core.validate import check_bool, check_int, check_string
 from rtgym_ros.nodes.command_line import (default_text, format_help, ParameterHelp, type_name,
                                           wants_help)
 from rtgym_ros.nodes.episode_logs import action_labels, EpisodeRecord, write_csv, write_plot
+from rtgym_ros.nodes.launch_logic import check_policy
 from rtgym_ros.nodes.policies import make_policy
 from rtgym_ros.nodes.signals import bounded_teardown, ignore_stop_signals
 from rtgym_ros.robot.env import RosEnv
@@ -62,6 +63,23 @@ def help_text() -> str:
                'episodes to the new rosbag2 directory DIR, in MCAP; pip install '
                "'rtgym_ros[record]'); see docs/configuration.md and docs/nodes/agent.md in the "
                'rtgym_ros sources, and the shipped configs in share/rtgym_ros/config/robots/.')
+
+
+def agent_options(parameters: dict[str, Any]) -> dict[str, Any]:
+    """
+    Take the agent's own parameters out of ``parameters``, checked, defaults applied.
+
+    Checked as rcl types them (``-p episodes:=2.5`` is a double, ``-p policy:=1`` an integer),
+    so that a mistake exits 2 before the robot moves, naming the key.
+    """
+    options = {key: parameters.pop(key, default) for key, default in AGENT_DEFAULTS.items()}
+    for key in ('policy', 'timing_csv', 'timing_plot'):
+        check_string(options[key], key=key)
+    check_policy(options['policy'])
+    check_int(options['episodes'], key='episodes', minimum=1)
+    check_int(options['seed'], key='seed', minimum=0)  # numpy refuses negative seeds
+    check_bool(options['progress'], key='progress')
+    return options
 
 
 def run_episode(env: Any, policy: Any, index: int, *, seed: int | None) -> EpisodeRecord:
@@ -126,8 +144,7 @@ def main(args: list[str] | None = None) -> int:
     try:
         given = read_node_parameters(args, default_node_name='agent', source='agent --ros-args')
         parameters = dict(given.parameters)
-        options = {key: parameters.pop(key, default) for key, default in AGENT_DEFAULTS.items()}
-        check_bool(options['progress'], key='progress')
+        options = agent_options(parameters)
         refuse_name_parameters(parameters, source='agent --ros-args')
     except ValueError as error:
         print(f'agent: invalid parameters: {error}', file=sys.stderr)
@@ -152,12 +169,12 @@ def main(args: list[str] | None = None) -> int:
     period = env.time_step_duration
     status = 0
     try:
-        policy = make_policy(str(options['policy']), env, seed=int(options['seed']))
+        policy = make_policy(options['policy'], env, seed=options['seed'])
         print(f"agent: policy {options['policy']}, {options['episodes']} episode(s) at "
               f'{1 / period:g} Hz on {given.namespace.rstrip("/")}/{given.node_name}',
               flush=True)
-        for index in range(int(options['episodes'])):
-            record = run_episode(env, policy, index, seed=int(options['seed']) + index)
+        for index in range(options['episodes']):
+            record = run_episode(env, policy, index, seed=options['seed'] + index)
             records.append(record)
             if options['progress']:
                 print(episode_line(record, period), flush=True)

@@ -26,11 +26,12 @@ import numpy as np
 
 from rtgym_ros.core.config import ACTION_BUFFER_KEY, EnvConfig
 from rtgym_ros.msgconv.type_names import interface_name
+from rtgym_ros.nodes.agent import agent_options
 from rtgym_ros.robot.env import resolve_robot_config, robot_spaces
 from rtgym_ros.robot.layout import ObservationLayout
 from rtgym_ros.robot.loader import ENV_KEYS, load_robot_config, refuse_name_parameters
 from rtgym_ros.robot.params_file import load_params_file
-from rtgym_ros.robot.spec import AGENT_DEFAULTS, ROBOT_DEFAULTS, RobotSpec
+from rtgym_ros.robot.spec import ROBOT_DEFAULTS, RobotSpec
 from rtgym_ros.ros.parameters import ParametersUnreadable, read_node_parameters
 
 _DESCRIPTION = ('Print what a robot config makes: env keys with defaults applied, robot '
@@ -85,7 +86,7 @@ def _report(args: list[str], options: argparse.Namespace, *, ros_args: bool) -> 
         name, namespace, source = given.node_name, given.namespace, 'the command line'
         parameters = dict(given.parameters)
         given_keys = set(parameters)
-        agent = {key: parameters.pop(key, default) for key, default in AGENT_DEFAULTS.items()}
+        agent = agent_options(parameters)
         refuse_name_parameters(parameters, source='check --ros-args')
         env_config, spec = load_robot_config(node_name=name, namespace=namespace, **parameters)
     else:
@@ -94,8 +95,8 @@ def _report(args: list[str], options: argparse.Namespace, *, ros_args: bool) -> 
         env_config, spec = load_robot_config(options.config, node_name=name,
                                              namespace=namespace)
         file_params = load_params_file(options.config, node_name=name, namespace=namespace)
-        agent = {key: file_params.get(key, default) for key, default in AGENT_DEFAULTS.items()}
         given_keys = set(file_params)
+        agent = agent_options(file_params)
     env_config.update(node_name=name, namespace=namespace)  # as RosEnv gets them
     given_keys |= {'node_name'} if options.node_name or name != default_name else set()
     given_keys |= {'namespace'} if namespace else set()

@@ -52,3 +52,32 @@ def test_a_node_name_or_namespace_parameter_is_refused_with_the_way_to_rename(
     assert code == 2, err
     assert f'{key} cannot be a parameter, got {key}=' in err, err
     assert '-r __node:=NAME -r __ns:=/NS' in err and 'Traceback' not in err
+
+
+@pytest.mark.parametrize('given, message', [
+    ('episodes:=.inf', 'episodes must be an integer, got inf'),
+    ('episodes:=2.5', 'episodes must be an integer, got 2.5'),
+    ('episodes:=0', 'episodes must be an integer >= 1, got 0'),
+    ('episodes:=-1', 'episodes must be an integer >= 1, got -1'),
+    ('seed:=abc', "seed must be an integer, got 'abc'"),
+    ('seed:=-1', 'seed must be an integer >= 0, got -1'),
+    ('policy:=1', 'policy must be a string, got 1 (int)'),
+    ('policy:=zer0', 'policy must be one of zero, random, pendulum_swingup, cartpole_lqr, '
+                     "'sb3:ALGO:PATH' or 'package.module:function', got 'zer0'"),
+    ('timing_csv:=true', 'timing_csv must be a string, got True (bool)'),
+    ('timing_plot:=2', 'timing_plot must be a string, got 2 (int)'),
+])
+def test_an_agent_parameter_of_the_wrong_type_or_range_exits_two_naming_it(
+        capsys, given, message):
+    code, err = run(capsys, 'agent', '--params-file', str(PENDULUM), '-p', given)
+    assert code == 2, err
+    assert err == f'agent: invalid parameters: {message}\n'
+
+
+def test_check_refuses_the_agent_parameters_the_agent_refuses(capsys, tmp_path):
+    code, err = run(capsys, 'check', '--params-file', str(PENDULUM), '-p', 'episodes:=0')
+    assert (code, err) == (2, 'check: invalid robot config: episodes must be an integer >= 1, '
+                              'got 0\n')
+    code = check.main(['check', with_key(tmp_path, 'progress: 1')])
+    assert (code, capsys.readouterr().err) == (
+        2, 'check: invalid robot config: progress must be true or false, got 1 (int)\n')
