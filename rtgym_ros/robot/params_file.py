@@ -63,10 +63,15 @@ def _read_text(path: Path, *, source: str) -> str:
 
 
 def section_names(text: str) -> list[str]:
-    """Return the node names of the file's sections, as written (for error messages)."""
+    """
+    Return the node names of the file's sections, as written (for error messages).
+
+    Empty when PyYAML cannot compose the file, as with mappings nested deeper than Python's
+    recursion limit allows PyYAML, which rcl accepts.
+    """
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return []
     names: list[str] = []
     _collect_sections(root, [], names)

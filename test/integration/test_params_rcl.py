@@ -126,6 +126,12 @@ CASES: dict[str, tuple[str, str, str]] = {
     'section without ros__parameters': ('/**:\n  a: 1\n', 'rtgym_env', ''),
     'alias bomb (mappings)': (BOMB_MAPPING, 'rtgym_env', ''),
     'alias bomb (list)': (BOMB_LIST, 'rtgym_env', ''),
+    # deeper than Python's recursion limit lets PyYAML compose, in a section for another node
+    'deep mapping for another node, flow': (section('x: ' + '{a: ' * 1000 + '1' + '}' * 1000,
+                                                    '/other'), 'rtgym_env', ''),
+    'deep mapping for another node, block': (
+        section(''.join(f'{"  " * depth}a:\n' for depth in range(1000)) + '  ' * 1000 + 'b: 1',
+                '/other'), 'rtgym_env', ''),
     # lists
     'list of doubles rcl types': (section('a: [1e9, -.5, 2e-2]'), 'rtgym_env', ''),
     'list of booleans': (section('a: [true, y, on, n]'), 'rtgym_env', ''),
