@@ -12,9 +12,10 @@ A config names data, never code to run: rcl has no YAML tags that construct obje
 """
 
 from pathlib import Path
+import sys
 from typing import Any
 
-from rtgym_ros.ros.parameters import read_node_parameters
+from rtgym_ros.ros.parameters import named, read_node_parameters, remap_args
 import yaml
 
 # Section names listed in an error message, at most.
@@ -25,7 +26,10 @@ def load_params_file(path: str | Path, *, node_name: str, namespace: str = '',
                      source: str = 'robot_config',
                      domain_id: int | None = None) -> dict[str, Any]:
     """
-    Return the parameters rcl gives node ``namespace/node_name`` from ``path``, nested.
+    Return the parameters rcl gives the env's node ``namespace/node_name`` from ``path``, nested.
+
+    The node is the one the env's runtime creates: the remap rules of ``sys.argv`` apply to
+    it (``-r __ns:=/r5`` moves it), so the file is read for the node's full name after them.
 
     rcl reads the file for a bare node in a child process, in ``domain_id`` (None:
     ``ROS_DOMAIN_ID``), with discovery off; the child is gone when this returns.
@@ -35,9 +39,13 @@ def load_params_file(path: str | Path, *, node_name: str, namespace: str = '',
     """
     path = Path(path)
     text = _read_text(path, source=source)
-    given = read_node_parameters(['rtgym_ros', '--ros-args', '--params-file', str(path)],
-                                 default_node_name=node_name, namespace=namespace,
-                                 source=f'{source} {path}', domain_id=domain_id)
+    # The node as the env's runtime makes it: named by a local rule, under the remap rules of
+    # this process's command line, which rclpy.init(args=None) applies.
+    args = ['rtgym_ros', *remap_args(getattr(sys, 'argv', [])), '--ros-args', '--params-file',
+            str(path)]
+    given = read_node_parameters(args, default_node_name=node_name, namespace=namespace,
+                                 node_args=named(node_name), source=f'{source} {path}',
+                                 domain_id=domain_id)
     if not given.parameters:
         raise ValueError(f'{source} {path}: no parameters for node {given.full_name!r}; the '
                          f'file has sections {section_names(text)} (a section applies to the '

@@ -28,6 +28,9 @@ _BOOT = ('import runpy, sys; sys.path[:] = [p for p in sys.path if p]; '
          'runpy.run_path(sys.argv[1], run_name="__main__")')
 # Lines of the reader's stderr quoted when it fails.
 _STDERR_LINES = 5
+# rcl's ROS arguments that take a value (rcl/arguments.c), besides -r/--remap.
+_VALUED_ARGS = ('-p', '--param', '--params-file', '-e', '--enclave', '--log-level',
+                '--log-file-name', '--log-config-file')
 
 
 class ParametersUnreadable(RuntimeError):
@@ -51,8 +54,40 @@ class NodeParameters:
         return f'{self.namespace.rstrip("/")}/{self.node_name}'
 
 
+def named(name: str) -> list[str]:
+    """Return local arguments that give a node exactly ``name`` (over a global __node remap)."""
+    return ['--ros-args', '-r', f'__node:={name}']
+
+
+def remap_args(args: list[str]) -> list[str]:
+    """
+    Return the remap rules of a command line as rcl reads them, in their order.
+
+    rclpy.init(args=None) applies those of ``sys.argv`` to every node of the process: a
+    ``-r __ns:=/r5`` moves the env's node, so its params file is read for the moved node.
+    Outside ``--ros-args``, rcl still takes ``NAME:=VALUE`` as a remap rule (deprecated form).
+    """
+    kept: list[str] = []
+    in_ros_args = False
+    rest = iter(args[1:])
+    for arg in rest:
+        if not in_ros_args:
+            if arg == '--ros-args':
+                in_ros_args = True
+            elif ':=' in str(arg):
+                kept.append(str(arg))
+        elif arg == '--':
+            in_ros_args = False
+        elif arg in ('-r', '--remap'):
+            kept += ['--ros-args', '-r', str(next(rest, '')), '--']
+        elif arg in _VALUED_ARGS:
+            next(rest, None)
+    return kept
+
+
 def read_node_parameters(args: list[str], *, default_node_name: str, namespace: str = '',
                          source: str = 'parameters', domain_id: int | None = None,
+                         node_args: list[str] | None = None,
                          timeout: float = READ_TIMEOUT) -> NodeParameters:
     """
     Return the parameters that rcl gives a node called ``default_node_name`` (or its remap).
@@ -61,6 +96,7 @@ def read_node_parameters(args: list[str], *, default_node_name: str, namespace: 
     :param namespace: the node's namespace unless ``args`` remaps it (``-r __ns:=/r1``).
     :param source: what errors name (a file, the command line).
     :param domain_id: the domain of the throw-away node (None: ``ROS_DOMAIN_ID``).
+    :param node_args: the node's own (local) arguments, as ``Node(cli_args=...)`` takes them.
     :param timeout: seconds to wait for rcl's answer.
     :raises ValueError: rcl refuses the arguments (the file's YAML, a mixed list, an alias),
         the name or namespace is invalid, or a parameter has no type (``[]``, ``{}``).
@@ -69,7 +105,8 @@ def read_node_parameters(args: list[str], *, default_node_name: str, namespace: 
         crash); a ``RuntimeError``.
     """
     request = {'args': [str(arg) for arg in args], 'default_node_name': default_node_name,
-               'namespace': namespace, 'source': source, 'domain_id': domain_id}
+               'namespace': namespace, 'source': source, 'domain_id': domain_id,
+               'node_args': node_args}
     answer = _ask_rcl(request, timeout=timeout)
     if answer[0] == 'error':
         raise ValueError(answer[1])

@@ -55,7 +55,7 @@ def read(request: dict[str, Any]) -> None:
     node = None
     try:
         node = _rcl_node(context, request['default_node_name'], request['namespace'],
-                         source=source)
+                         request['node_args'], source=source)
         with node:
             overrides = node.get_parameters(Parameter)
             name, namespace = node.get_node_name(), node.get_namespace()
@@ -90,7 +90,8 @@ def _values(overrides: dict[str, Parameter], *, source: str) -> dict[str, Any]:
     return values
 
 
-def _rcl_node(context: Context, name: str, namespace: str, *, source: str) -> Any:
+def _rcl_node(context: Context, name: str, namespace: str, node_args: list[str] | None, *,
+              source: str) -> Any:
     """
     Create a bare rcl node: what ``rclpy.node.Node`` reads its parameter overrides from.
 
@@ -99,7 +100,7 @@ def _rcl_node(context: Context, name: str, namespace: str, *, source: str) -> An
     """
     try:
         with context.handle:
-            return _rclpy.Node(name, namespace, context.handle, None, True, False,
+            return _rclpy.Node(name, namespace, context.handle, node_args, True, False,
                                qos_profile_rosout_default.get_c_qos_profile())
     except (ValueError, _rclpy.RCLError) as error:
         reason = rcl_reason(error)

@@ -37,6 +37,7 @@ from rclpy.time_source import TimeSource
 
 from rtgym_ros.ros.clock_reader import ClockReader
 from rtgym_ros.ros.lean_executor import LeanExecutor, RCLPY_LOOP_POLL
+from rtgym_ros.ros.parameters import named
 from rtgym_ros.ros.serialized import SerializedReceiver
 from rtgym_ros.ros.spin import SpinThread
 
@@ -79,11 +80,6 @@ def _release_name(namespace: str, name: str) -> None:
         _live_names.difference_update(_full_name(namespace, n) for n in (name, f'{name}_io'))
 
 
-def _named(name: str) -> list[str]:
-    """Return local arguments that give a node exactly ``name`` (over a global __node remap)."""
-    return ['--ros-args', '-r', f'__node:={name}']
-
-
 class RosRuntime:
     """A node, its private context and the thread that spins it."""
 
@@ -122,7 +118,7 @@ class RosRuntime:
                                    False))
         try:
             self.node = Node(node_name, namespace=namespace, context=self.context,
-                             cli_args=_named(node_name), parameter_overrides=overrides,
+                             cli_args=named(node_name), parameter_overrides=overrides,
                              start_parameter_services=False)
             self.executor = make_main_executor(self.context)
             self.executor.add_node(self.node)
@@ -170,7 +166,7 @@ class RosRuntime:
         if self._io is None:
             name, namespace, overrides = self._node_args
             node = IoNode(f'{name}_io', namespace=namespace, context=self.context,
-                          cli_args=_named(f'{name}_io'), parameter_overrides=overrides,
+                          cli_args=named(f'{name}_io'), parameter_overrides=overrides,
                           start_parameter_services=False,
                           serialized_receiver=self.serialized_receiver)
             executor = make_io_executor(self.context)

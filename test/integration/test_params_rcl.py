@@ -321,6 +321,31 @@ def test_gym_make_drives_the_robot_of_its_namespace(tmp_path):
         env.close()
 
 
+@pytest.mark.parametrize('ros_args, node', [
+    (['-r', '__ns:=/r5'], '/r5/rtgym_env'),
+    (['-r', 'rtgym_env:__ns:=/r5'], '/r5/rtgym_env'),
+    (['-p', 'a:=1', '--params-file', '/dev/null', '--remap', '__ns:=/r5'], '/r5/rtgym_env'),
+    (['-r', '__node:=other'], '/r2/rtgym_env'),  # the env names its node by a local rule
+    (['--', '__ns:=/r5'], '/r5/rtgym_env'),  # rcl's deprecated form, outside --ros-args
+    (['--', '__ns:=/r6', '--ros-args', '-r', '__ns:=/r5'], '/r6/rtgym_env'),  # the first wins
+], ids=lambda value: ' '.join(value) if isinstance(value, list) else value)
+def test_the_file_is_read_for_the_node_the_scripts_remaps_make(
+        tmp_path, monkeypatch, ros_args, node):
+    """``python train.py --ros-args -r __ns:=/r5``: rclpy.init(args=None) moves the env's node."""
+    times = {'/r2/rtgym_env': 0.02, '/r5/rtgym_env': 0.05}
+    path = tmp_path / 'robots.yaml'
+    path.write_text(ROBOT.format(T='0.1', watchdog='1.0', act_in_obs='true') + ''.join(
+        section(f'time_step_duration: {time}', name) for name, time in times.items()))
+    monkeypatch.setattr(sys, 'argv', ['train.py', '--ros-args', *ros_args])
+    env = gymnasium.make('rtgym_ros/ros-v1', robot_config=path, namespace='r2')
+    try:
+        made = env.unwrapped._runtime.node.get_fully_qualified_name()
+        assert env.unwrapped.time_step_duration == times.get(made, 0.1), made
+    finally:
+        env.close()
+    assert made == node  # rcl moved the node as the case says: the case tests what it names
+
+
 def test_reading_leaves_no_node_thread_or_socket_behind(probe, tmp_path):
     """Each read runs rcl in a child process; no thread, descriptor or node stays behind."""
     path = tmp_path / 'robot.yaml'

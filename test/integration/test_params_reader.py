@@ -111,7 +111,8 @@ def test_the_request_reaches_the_reader_whole(tmp_path, monkeypatch):
     given = read_node_parameters([Path('/a'), 'b'], default_node_name='n', namespace='/ns',
                                  source='s', domain_id=7)
     assert given.parameters['echo'] == {'args': ['/a', 'b'], 'default_node_name': 'n',
-                                        'namespace': '/ns', 'source': 's', 'domain_id': 7}
+                                        'namespace': '/ns', 'source': 's', 'domain_id': 7,
+                                        'node_args': None}
 
 
 @pytest.mark.parametrize('node, args', [
