@@ -27,6 +27,7 @@ import numpy as np
 from rtgym_ros.core.config import ACTION_BUFFER_KEY, EnvConfig
 from rtgym_ros.msgconv.type_names import interface_name
 from rtgym_ros.nodes.agent import agent_options
+from rtgym_ros.nodes.command_line import own_arguments
 from rtgym_ros.robot.env import resolve_robot_config, robot_spaces
 from rtgym_ros.robot.layout import ObservationLayout
 from rtgym_ros.robot.loader import ENV_KEYS, load_robot_config, refuse_name_parameters
@@ -50,7 +51,6 @@ exit status: 0 printed; 1 rcl could not be asked (the process reading the parame
 
 def main(args: list[str] | None = None) -> int:
     """Print the resolved config, spaces and layout; return the exit status."""
-    from rclpy.utilities import remove_ros_args
     args = sys.argv if args is None else list(args)
     parser = argparse.ArgumentParser(prog='check', description=_DESCRIPTION, epilog=_EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -61,7 +61,8 @@ def main(args: list[str] | None = None) -> int:
                              'agent with --ros-args)')
     parser.add_argument('--namespace', default='', metavar='NS',
                         help="the node's namespace (default: none)")
-    options = parser.parse_args(remove_ros_args(args)[1:])
+    # Not rclpy's remove_ros_args: rcl would read the params files, and a pipe reads once.
+    options = parser.parse_args(own_arguments(args))
     ros_args = '--ros-args' in args
     if ros_args == (options.config is not None):
         parser.error("give a robot config: check FILE, or the agent's arguments: "
@@ -92,11 +93,12 @@ def _report(args: list[str], options: argparse.Namespace, *, ros_args: bool) -> 
     else:
         name, namespace = options.node_name or default_name, options.namespace
         source = options.config
-        env_config, spec = load_robot_config(options.config, node_name=name,
-                                             namespace=namespace)
+        # Read once: a pipe (/dev/stdin, <(cat F)) gives its bytes once.
         file_params = load_params_file(options.config, node_name=name, namespace=namespace)
+        refuse_name_parameters(file_params, source=f'robot_config {options.config}')
         given_keys = set(file_params)
         agent = agent_options(file_params)
+        env_config, spec = load_robot_config(node_name=name, namespace=namespace, **file_params)
     env_config.update(node_name=name, namespace=namespace)  # as RosEnv gets them
     given_keys |= {'node_name'} if options.node_name or name != default_name else set()
     given_keys |= {'namespace'} if namespace else set()

@@ -13,9 +13,10 @@ A config names data, never code to run: rcl has no YAML tags that construct obje
 
 from pathlib import Path
 import sys
+import tempfile
 from typing import Any
 
-from rtgym_ros.ros.parameters import named, read_node_parameters, remap_args
+from rtgym_ros.ros.parameters import named, rcl_readable, read_node_parameters, remap_args
 import yaml
 
 # Section names listed in an error message, at most.
@@ -38,14 +39,16 @@ def load_params_file(path: str | Path, *, node_name: str, namespace: str = '',
     :raises ValueError: not a text file, rcl refuses it, or no section applies to the node.
     """
     path = Path(path)
-    text = _read_text(path, source=source)
-    # The node as the env's runtime makes it: named by a local rule, under the remap rules of
-    # this process's command line, which rclpy.init(args=None) applies.
-    args = ['rtgym_ros', *remap_args(getattr(sys, 'argv', [])), '--ros-args', '--params-file',
-            str(path)]
-    given = read_node_parameters(args, default_node_name=node_name, namespace=namespace,
-                                 node_args=named(node_name), source=f'{source} {path}',
-                                 domain_id=domain_id)
+    with tempfile.TemporaryDirectory(prefix='rtgym_ros_params_') as directory:
+        readable = rcl_readable(str(path), directory)  # a pipe is read once, here
+        text = _read_text(Path(readable), shown=path, source=source)
+        # The node as the env's runtime makes it: named by a local rule, under the remap rules
+        # of this process's command line, which rclpy.init(args=None) applies.
+        args = ['rtgym_ros', *remap_args(getattr(sys, 'argv', [])), '--ros-args',
+                '--params-file', readable]
+        given = read_node_parameters(args, default_node_name=node_name, namespace=namespace,
+                                     node_args=named(node_name), source=f'{source} {path}',
+                                     domain_id=domain_id)
     if not given.parameters:
         raise ValueError(f'{source} {path}: no parameters for node {given.full_name!r}; the '
                          f'file has sections {section_names(text)} (a section applies to the '
@@ -53,19 +56,19 @@ def load_params_file(path: str | Path, *, node_name: str, namespace: str = '',
     return given.parameters
 
 
-def _read_text(path: Path, *, source: str) -> str:
+def _read_text(path: Path, *, shown: Path, source: str) -> str:
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise FileNotFoundError(f'{source}: cannot read {path}: '
+        raise FileNotFoundError(f'{source}: cannot read {shown}: '
                                 f'{error.strerror or error}') from None
     try:
         text = data.decode('utf-8')
     except UnicodeDecodeError as error:
-        raise ValueError(f'{source} {path}: not a params file: not UTF-8 text '
+        raise ValueError(f'{source} {shown}: not a params file: not UTF-8 text '
                          f'(byte {error.start})') from None
     if '\0' in text:
-        raise ValueError(f'{source} {path}: not a params file: binary data (a NUL byte at '
+        raise ValueError(f'{source} {shown}: not a params file: binary data (a NUL byte at '
                          f'{text.index(chr(0))})')
     return text
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pickle
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 from rtgym_ros.ros.rcl_parameters import bounded
@@ -104,15 +105,41 @@ def read_node_parameters(args: list[str], *, default_node_name: str, namespace: 
     :raises ParametersUnreadable: the child process failed (rclpy not importable there, a
         crash); a ``RuntimeError``.
     """
-    request = {'args': [str(arg) for arg in args], 'default_node_name': default_node_name,
-               'namespace': namespace, 'source': source, 'domain_id': domain_id,
-               'node_args': node_args}
-    answer = _ask_rcl(request, timeout=timeout)
+    with tempfile.TemporaryDirectory(prefix='rtgym_ros_params_') as directory:
+        args = [str(arg) for arg in args]
+        for index in range(1, len(args)):
+            if args[index - 1] == '--params-file':
+                args[index] = rcl_readable(args[index], directory)
+        request = {'args': args, 'default_node_name': default_node_name,
+                   'namespace': namespace, 'source': source, 'domain_id': domain_id,
+                   'node_args': node_args}
+        answer = _ask_rcl(request, timeout=timeout)
     if answer[0] == 'error':
         raise ValueError(answer[1])
     _, name, namespace, values = answer
     return NodeParameters(node_name=name, namespace=namespace,
                           parameters=unflatten(values, source=source))
+
+
+def rcl_readable(path: str, directory: str) -> str:
+    """
+    Return a path where the reading child finds the bytes ``path`` holds for this process.
+
+    ``/dev/stdin`` and ``/dev/fd/N`` (``--params-file <(cat F)``) are this process's: the child
+    inherits neither its descriptors nor its stdin, and a pipe gives its bytes once. They, and
+    anything but a regular file, are read once into a copy in ``directory``.
+    """
+    if os.path.isfile(path) and not os.path.abspath(path).startswith(('/dev/', '/proc/')):
+        return path
+    try:
+        with open(path, 'rb') as stream:
+            data = stream.read()
+    except OSError:
+        return path  # missing or unreadable: as rcl says it
+    copy = os.path.join(directory, f'params_file_{len(os.listdir(directory))}.yaml')
+    with open(copy, 'wb') as stream:
+        stream.write(data)
+    return copy
 
 
 def _ask_rcl(request: dict[str, Any], *, timeout: float) -> tuple:

@@ -9,10 +9,14 @@ the reader's own (no answer, a hang after the answer, a crash).
 
 import os
 from pathlib import Path
+import subprocess
+import sys
 import textwrap
 import time
 
 import pytest
+from ros_probe import CHILD_ENV
+from rtgym_ros.robot.params_file import load_params_file
 from rtgym_ros.ros import parameters
 from rtgym_ros.ros.parameters import read_node_parameters
 
@@ -138,3 +142,44 @@ def test_the_nodes_exit_one_with_the_readers_failure_and_no_traceback(
     assert code == 1, err
     assert err.startswith(f'{node}: ') and 'exited with code 4 and no answer' in err
     assert 'Traceback' not in err
+
+
+PENDULUM = Path(__file__).resolve().parents[2] / 'config' / 'robots' / 'pendulum_sim.yaml'
+
+
+def _pipe(data: bytes) -> str:
+    """Return /dev/fd/N of a pipe holding ``data``, as the shell's ``<(cat F)`` gives it."""
+    read, write = os.pipe()
+    os.write(write, data)
+    os.close(write)
+    return f'/dev/fd/{read}'
+
+
+def test_a_params_file_in_a_pipe_is_read_once_and_rcl_reads_its_bytes():
+    """``--params-file <(cat F)``: the child has not the fd, and a pipe gives its bytes once."""
+    expected = load_params_file(PENDULUM, node_name='rtgym_env')
+    piped = _pipe(PENDULUM.read_bytes())
+    try:
+        assert load_params_file(piped, node_name='rtgym_env') == expected  # gym.make's path
+    finally:
+        os.close(int(piped.rsplit('/', 1)[1]))
+    piped = _pipe(PENDULUM.read_bytes())
+    try:  # the agent's and check's path: their own command line
+        given = read_node_parameters(['agent', '--ros-args', '--params-file', piped],
+                                     default_node_name='rtgym_env')
+        assert given.parameters == expected
+    finally:
+        os.close(int(piped.rsplit('/', 1)[1]))
+
+
+@pytest.mark.parametrize('args', [['/dev/stdin'], ['--ros-args', '--params-file', '/dev/stdin']])
+@pytest.mark.parametrize('stdin', ['pipe', 'file'])
+def test_check_reads_a_robot_config_from_stdin(args, stdin):
+    """``check /dev/stdin < F`` and ``cat F | check ...``: what a plain rclpy node accepts."""
+    with open(PENDULUM, 'rb') as file:
+        result = subprocess.run(
+            [sys.executable, '-m', 'rtgym_ros.nodes.check', *args], env=CHILD_ENV,
+            input=PENDULUM.read_bytes() if stdin == 'pipe' else None,
+            stdin=None if stdin == 'pipe' else file, capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr.decode()
+    assert b'pendulum_joint' in result.stdout
