@@ -52,7 +52,8 @@ def load_params_file(path: str | Path, *, node_name: str, namespace: str = '',
     if not given.parameters:
         raise ValueError(f'{source} {path}: no parameters for node {given.full_name!r}; the '
                          f'file has sections {section_names(text)} (a section applies to the '
-                         "node's full name, /* stands for one namespace level, /** for any)")
+                         "node's full name, /* stands for one namespace level, /** for any; "
+                         "rclpy's own start_type_description_service is not counted)")
     return given.parameters
 
 

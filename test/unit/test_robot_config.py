@@ -492,6 +492,10 @@ def test_a_binary_file_is_named(tmp_path, data, reason):
     ({'/**': 'ros__parameters'}, 'rcl refuses it: Cannot have a value before ros__parameters'),
     (['ros__parameters'], 'rcl refuses it: Sequences cannot be key'),
     ('', "no parameters for node '/rtgym_env'"),
+    ({'/**': {'ros__parameters': {'start_type_description_service': True}}},
+     "the file has sections ['/**'] (a section applies to the node's full name, /* stands for "
+     "one namespace level, /** for any; rclpy's own start_type_description_service is not "
+     'counted)'),
     ({'/**': {'ros__parameters': {'actions': 5, 'actions.names': ['effort']}}},
      "'actions.names'"),
 ])
