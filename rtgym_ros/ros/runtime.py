@@ -432,9 +432,15 @@ class _ClockSource(TimeSource):
     def __init__(self, *, node: Node) -> None:
         self.heard = threading.Event()
         self.listeners: list[Callable[[], None]] = []
+        self._logger = node.get_logger()
         super().__init__(node=node)
 
     def clock_callback(self, msg: Any) -> None:
+        if msg.clock.sec < 0:  # rclpy's Time refuses it: the io thread would end with it
+            self._logger.error(f'/clock: ignored a time before 0 ({msg.clock.sec} s, '
+                               f'{msg.clock.nanosec} ns): the clock stays where it is',
+                               throttle_duration_sec=5.0)
+            return
         if not self.heard.is_set():
             self.heard.set()
         super().clock_callback(msg)

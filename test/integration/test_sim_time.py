@@ -120,6 +120,17 @@ def test_clock_jump_back_restarts_schedule_without_hanging(sim_clock, sim_env):
     assert env.now() < 600.0
 
 
+def test_a_clock_message_before_time_zero_is_ignored_and_logged(sim_clock, sim_env, capfd):
+    clock = sim_clock(rate=1.0)
+    env = sim_env()
+    env.reset()
+    for _ in range(10):
+        clock.publish_once(-1)  # rclpy's Time cannot hold it
+        env.step(ZERO)
+    assert wall_time_of_steps(env, 5) < 5.0
+    assert 'ignored a time before 0 (-1 s, 0 ns)' in capfd.readouterr().err
+
+
 def test_reset_waits_for_the_first_clock_message(sim_env):
     env = sim_env(clock_wait_timeout=0.3)
     with pytest.raises(TimeoutError, match='/clock'):

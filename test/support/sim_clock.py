@@ -51,6 +51,12 @@ class SimClock:
             message.clock.nanosec = int((seconds - int(seconds)) * 1e9)
             self._publisher.publish(message)
 
+    def publish_once(self, sec: int, nanosec: int = 0) -> None:
+        """Publish one /clock message of this time, whatever it is (a broken simulator's)."""
+        message = Clock()
+        message.clock.sec, message.clock.nanosec = sec, nanosec
+        self._publisher.publish(message)
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(2.0)
