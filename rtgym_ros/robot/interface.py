@@ -123,7 +123,8 @@ class RosInterface(RealTimeGymInterface):
                 self._clients[id(service)] = self._io_node.create_client(
                     service.service_type, service.service)
         self._graph_watch = GraphWatch(node, self._publishers, {
-            self._topics[slot.name]: interface_name(slot.reader.msg_type) for slot in self.slots})
+            self._topics[slot.name]: (interface_name(slot.reader.msg_type), slot.spec.qos)
+            for slot in self.slots})
 
     def _recorded(self, topic: str, msg_type: type,
                   callback: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -404,7 +405,8 @@ class RosInterface(RealTimeGymInterface):
                                   timeout=max(0.0, deadline - time.monotonic()))
         if silent:
             graph = '; '.join(describe_publishers(self._io_node, self._topics[slot.name],
-                                                  interface_name(slot.reader.msg_type))
+                                                  interface_name(slot.reader.msg_type),
+                                                  slot.spec.qos)
                               for slot in silent)
             topics = ', '.join(self._topics[slot.name] for slot in silent)
             lacking = [name for slot in silent if slot.message is not None

@@ -2,16 +2,20 @@
 What the ROS graph holds, in words: for errors and warnings that say why nothing arrives.
 
 "No message on /joint_states" has a dozen causes; the graph tells most of them apart: no
-publisher at all, publishers of another type, a service offered under another name, or a
-robot on another ROS domain (then this node sees nothing, and the message says which domain
-and discovery range it is in).
+publisher at all, publishers of another type, publishers whose QoS the subscription cannot
+match (rmw's own check) or whose latched message a volatile subscription never gets, a
+service offered under another name or type, or a robot on another ROS domain (then this node
+sees nothing, and the message says which domain and discovery range it is in).
 """
 
 import os
 import time
+from typing import Any
 
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
+from rclpy.qos import (DurabilityPolicy, qos_check_compatible, QoSCompatibility, QoSProfile,
+                       ReliabilityPolicy)
 
 _SHOWN = 6  # publishers or services listed at most
 
@@ -23,8 +27,13 @@ def where(node: Node) -> str:
     return f'domain {context.get_domain_id()}, discovery range {discovery}'
 
 
-def describe_publishers(node: Node, topic: str, expected_type: str) -> str:
-    """Say who publishes ``topic`` (resolved name) and whether their type is the expected one."""
+def describe_publishers(node: Node, topic: str, expected_type: str,
+                        qos: QoSProfile | None = None) -> str:
+    """
+    Say who publishes ``topic`` (resolved name), and why they may not reach a subscription.
+
+    Their type against the expected one, and their QoS against the subscription's ``qos``.
+    """
     infos = node.get_publishers_info_by_topic(topic)
     if not infos:
         return f'no node publishes {topic} ({where(node)})'
@@ -34,22 +43,53 @@ def describe_publishers(node: Node, topic: str, expected_type: str) -> str:
     wrong = sorted({i.topic_type for i in infos if i.topic_type != expected_type})
     verdict = (f'; expected {expected_type}, so {", ".join(wrong)} cannot be read'
                if wrong else '')
+    if qos is not None:
+        verdict += ''.join(f'; {problem}' for problem in subscription_qos_problems(
+            [i for i in infos if i.topic_type == expected_type], qos))
     return f'publishers on {topic}: {", ".join(listed)}{more}{verdict}'
 
 
-def publisher_types(node: Node, topic: str) -> set[str]:
-    """Return the message types published on ``topic`` (resolved name)."""
-    return {info.topic_type for info in node.get_publishers_info_by_topic(topic)}
+def subscription_qos_problems(publishers: list[Any], qos: QoSProfile) -> list[str]:
+    """
+    Say which publishers (topic endpoint infos) a subscription with ``qos`` hears nothing from.
+
+    Incompatible QoS, as rmw judges it (nothing is delivered), and latched publishers, whose
+    last message only a reliable transient-local subscription gets when it joins late.
+    """
+    problems = []
+    for info in publishers[:_SHOWN]:
+        name = _node_name(info.node_namespace, info.node_name)
+        offered = info.qos_profile
+        incompatible = _incompatible(offered, qos)
+        if incompatible:
+            fix = ('qos: sensor_data' if offered.reliability == ReliabilityPolicy.BEST_EFFORT
+                   and qos.reliability == ReliabilityPolicy.RELIABLE else
+                   'durability: volatile')
+            problems.append(f'{name} publishes with QoS this subscription cannot match '
+                            f'({incompatible}): nothing is delivered; {fix} would match it')
+        elif offered.durability == DurabilityPolicy.TRANSIENT_LOCAL and not (
+                qos.durability == DurabilityPolicy.TRANSIENT_LOCAL
+                and qos.reliability == ReliabilityPolicy.RELIABLE):
+            problems.append(f'{name} publishes latched (transient_local): a message published '
+                            'before this subscription joined comes only with qos {preset: '
+                            'reliable, durability: transient_local}')
+    return problems
+
+
+def _incompatible(publisher_qos: QoSProfile, subscription_qos: QoSProfile) -> str | None:
+    """Return rmw's reason why the two cannot match, or None (they can, or rmw cannot tell)."""
+    compatibility, reason = qos_check_compatible(publisher_qos, subscription_qos)
+    if compatibility != QoSCompatibility.ERROR:
+        return None
+    return reason.removeprefix('ERROR: ').rstrip(';').strip()
 
 
 def describe_service(node: Node, service: str, expected_type: str) -> str:
     """Say whether ``service`` (resolved against ``node``) is offered, its type, or what is."""
     service = node.resolve_service_name(service)
-    # A client's own request topic makes the name known: only servers offer it.
-    offered = {name: types for name, types in node.get_service_names_and_types()
-               if node.count_services(name) > 0}
+    offered = _servers(node)
     if service in offered:
-        types = offered[service]
+        types = sorted(offered[service])
         if expected_type in types:
             return f'{service} is offered ({expected_type}) but did not answer'
         return f'{service} is offered as {", ".join(types)}, expected {expected_type}'
@@ -61,6 +101,24 @@ def describe_service(node: Node, service: str, expected_type: str) -> str:
     return f'no node offers {service} ({where(node)})'
 
 
+def _servers(node: Node) -> dict[str, set[str]]:
+    """
+    Return each service name that servers offer, with their types.
+
+    Node by node: the graph's list of all service names also holds the names and types of
+    clients (this env's own client among them), which offer nothing.
+    """
+    servers: dict[str, set[str]] = {}
+    for name, namespace in node.get_node_names_and_namespaces():
+        try:
+            offered = node.get_service_names_and_types_by_node(name, namespace)
+        except Exception:  # noqa: B902 - the node left the graph meanwhile (rclpy's errors)
+            continue
+        for service, types in offered:
+            servers.setdefault(service, set()).update(types)
+    return servers
+
+
 def _node_name(namespace: str, name: str) -> str:
     return f'{namespace.rstrip("/")}/{name}'
 
@@ -69,13 +127,15 @@ class GraphWatch:
     """
     Once a second (steady time), warn about a graph that cannot work.
 
-    An action topic that has had no subscriber for ``grace`` seconds (the robot's driver is
-    not there, or listens elsewhere), and publishers of another type on an observation topic.
-    Each problem is logged once, until it goes away.
+    An action topic that has had no matched subscriber for ``grace`` seconds (the robot's
+    driver is not there, listens elsewhere, or with QoS this publisher cannot match), and
+    publishers of another type, or of QoS the subscription cannot match, on an observation
+    topic (``observed``: topic, its type and QoS). Each problem is logged once, until it goes
+    away.
     """
 
-    def __init__(self, node: Node, publishers: list, observed: dict[str, str], *,
-                 grace: float = 3.0) -> None:
+    def __init__(self, node: Node, publishers: list, observed: dict[str, tuple[str, QoSProfile]],
+                 *, grace: float = 3.0) -> None:
         self._node = node
         self._publishers = publishers
         self._observed = observed
@@ -97,15 +157,36 @@ class GraphWatch:
             if now - since >= self._grace and ('lonely', topic) not in self._reported:
                 self._reported.add(('lonely', topic))
                 self._node.get_logger().warning(
-                    f'nothing subscribes to the action topic {topic} (for {now - since:.0f} s, '
+                    f'{self._unheard(publisher, topic)} (for {now - since:.0f} s, '
                     f'{where(self._node)}): the robot does not hear its commands')
-        for topic, expected in self._observed.items():
-            for found in publisher_types(self._node, topic) - {expected}:
-                if ('type', f'{topic} {found}') not in self._reported:
-                    self._reported.add(('type', f'{topic} {found}'))
-                    self._node.get_logger().warning(
-                        f'{topic} has a publisher of {found}; this env reads {expected} there '
-                        '(its messages are not received)')
+        for topic, (expected, qos) in self._observed.items():
+            infos = self._node.get_publishers_info_by_topic(topic)
+            for found in {info.topic_type for info in infos} - {expected}:
+                self._warn_once('type', f'{topic} {found}', (
+                    f'{topic} has a publisher of {found}; this env reads {expected} there '
+                    '(its messages are not received)'))
+            for problem in subscription_qos_problems(
+                    [info for info in infos if info.topic_type == expected], qos):
+                self._warn_once('qos', f'{topic} {problem}', f'{topic}: {problem}')
+
+    def _unheard(self, publisher: Any, topic: str) -> str:
+        """Say why no subscriber of ``topic`` is matched with ``publisher``."""
+        mismatched = []
+        for info in self._node.get_subscriptions_info_by_topic(topic):
+            name = _node_name(info.node_namespace, info.node_name)
+            incompatible = _incompatible(publisher.qos_profile, info.qos_profile)
+            if incompatible:
+                mismatched.append(f'{name} ({incompatible})')
+        if not mismatched:
+            return f'nothing subscribes to the action topic {topic}'
+        return (f'the action topic {topic} has subscribers with QoS this publisher cannot '
+                f'match: {", ".join(mismatched[:_SHOWN])}; set the action\'s qos (reliable '
+                'matches reliable and best-effort subscribers)')
+
+    def _warn_once(self, kind: str, what: str, message: str) -> None:
+        if (kind, what) not in self._reported:
+            self._reported.add((kind, what))
+            self._node.get_logger().warning(message)
 
     def destroy(self) -> None:
         self._node.destroy_timer(self._timer)

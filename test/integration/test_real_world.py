@@ -14,11 +14,16 @@ from emulated_robots import next_name, write_config
 import gymnasium as gym
 import numpy as np
 import pytest
+from rclpy.publisher import Publisher
+from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
+from rclpy.service import Service
+from rclpy.subscription import Subscription
 from ros_probe import SimProcess, wait_until
 import rtgym_ros  # noqa: F401
 from sensor_msgs.msg import JointState
 from sim_clock import SimClock
-from std_msgs.msg import Bool, Float64
+from std_msgs.msg import Bool, Float64, Float64MultiArray
+from std_srvs.srv import Trigger
 
 T = 0.05
 
@@ -34,9 +39,10 @@ class Streams:
 
     def joint_states(self, names: list[str], positions: list[float], *, rate: float,
                      stamp_offset: float = 0.0, efforts: list[float] | None = None,
-                     stamped: bool = True) -> dict:
+                     stamped: bool = True, qos: Any = 10) -> dict:
         """Publish JointState ``names`` at ``rate`` Hz (no efforts: left empty); steer it."""
-        publisher = self._probe.node.create_publisher(JointState, f'{self.ns}/joint_states', 10)
+        publisher = self._probe.node.create_publisher(JointState, f'{self.ns}/joint_states',
+                                                      qos)
         state = {'positions': positions, 'on': True, 'stamp_offset': stamp_offset}
 
         def publish() -> None:
@@ -53,17 +59,28 @@ class Streams:
         self._made.append((publisher, self._probe.node.create_timer(1.0 / rate, publish)))
         return state
 
-    def publisher(self, msg_type: type, topic: str) -> Any:
-        publisher = self._probe.node.create_publisher(msg_type, f'{self.ns}/{topic}', 10)
+    def publisher(self, msg_type: type, topic: str, qos: Any = 10) -> Any:
+        publisher = self._probe.node.create_publisher(msg_type, f'{self.ns}/{topic}', qos)
         self._made.append((publisher, None))
         return publisher
 
+    def subscription(self, msg_type: type, topic: str, qos: Any) -> None:
+        self._made.append((self._probe.node.create_subscription(
+            msg_type, f'{self.ns}/{topic}', lambda message: None, qos), None))
+
+    def service(self, srv_type: type, name: str) -> None:
+        self._made.append((self._probe.node.create_service(
+            srv_type, f'{self.ns}/{name}', lambda request, response: response), None))
+
     def close(self) -> None:
         self.closing = True  # a timer callback already under way must not publish any more
-        for publisher, timer in self._made:
+        destroy = {Publisher: self._probe.node.destroy_publisher,
+                   Subscription: self._probe.node.destroy_subscription,
+                   Service: self._probe.node.destroy_service}
+        for entity, timer in self._made:
             if timer is not None:
                 self._probe.node.destroy_timer(timer)
-            self._probe.node.destroy_publisher(publisher)
+            destroy[type(entity)](entity)
 
 
 @pytest.fixture
@@ -103,13 +120,14 @@ def make_env(tmp_path):
         env.close()
 
 
-def reset_error_once_matched(env: gym.Env, *, within: float = 20.0) -> str:
-    """Return the TimeoutError of reset() once some data came (discovery takes its time)."""
+def reset_error_once_matched(env: gym.Env, *, within: float = 20.0,
+                             unmatched: str = 'no message on') -> str:
+    """Return the TimeoutError of reset() once it no longer says ``unmatched`` (discovery)."""
     deadline = time.monotonic() + within
     while True:
         with pytest.raises(TimeoutError) as error:
             env.reset()
-        if 'no message on' not in str(error.value) or time.monotonic() > deadline:
+        if unmatched not in str(error.value) or time.monotonic() > deadline:
             return str(error.value)
 
 
@@ -369,6 +387,49 @@ def test_missing_reset_service_is_described(streams, make_env):
                                                      'timeout': 0.5}))
     with pytest.raises(TimeoutError, match=r'no node offers .*/reset_world'):
         env.reset()
+
+
+def test_a_reset_service_of_another_type_is_named(streams, make_env):
+    streams.joint_states(['j0'], [0.0], rate=100.0)
+    streams.service(Trigger, 'reset_world')  # the env's own Empty client must not count
+    env = make_env(streams.ns, params(['j0'], reset={'service': 'reset_world',
+                                                     'timeout': 0.5}))
+    error = reset_error_once_matched(env, unmatched='no node offers')
+    assert f'{streams.ns}/reset_world is offered as std_srvs/srv/Trigger, expected ' \
+        'std_srvs/srv/Empty' in error, error
+
+
+def test_a_best_effort_sensor_and_a_reliable_slot_are_named(streams, make_env, capfd):
+    streams.joint_states(['j0'], [0.0], rate=100.0, qos=qos_profile_sensor_data)
+    env = make_env(streams.ns, params(['j0'], reset_timeout=1.0, joints={'qos': 'reliable'}))
+    error = reset_error_once_matched(env, unmatched='no node publishes')
+    assert 'publishes with QoS this subscription cannot match (Best effort publisher and ' \
+        'reliable subscription): nothing is delivered; qos: sensor_data would match it' \
+        in error, error
+    wait_until(lambda: 'cannot match' in capfd.readouterr().err, 10.0, 'the QoS warning')
+
+
+def test_a_latched_topic_read_without_transient_local_is_named(streams, make_env):
+    latched = streams.publisher(JointState, 'joint_states', QoSProfile(
+        depth=1, reliability=ReliabilityPolicy.RELIABLE,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    latched.publish(JointState(name=['j0'], position=[0.0]))  # once, as /robot_description
+    env = make_env(streams.ns, params(['j0'], reset_timeout=1.0))  # sensor_data
+    error = reset_error_once_matched(env, unmatched='no node publishes')
+    assert 'publishes latched (transient_local): a message published before this ' \
+        'subscription joined comes only with qos {preset: reliable, durability: ' \
+        'transient_local}' in error, error
+
+
+def test_a_reliable_driver_and_a_best_effort_action_are_named(streams, make_env, capfd):
+    streams.joint_states(['j0'], [0.0], rate=100.0)
+    streams.subscription(Float64MultiArray, 'command', 10)  # reliable, as most drivers
+    config = params(['j0'])
+    config['actions']['cmd']['qos'] = 'sensor_data'
+    env = make_env(streams.ns, config)
+    env.reset()
+    wait_until(lambda: f'the action topic {streams.ns}/command has subscribers with QoS this '
+               'publisher cannot match' in capfd.readouterr().err, 10.0, 'the QoS warning')
 
 
 def test_an_action_topic_nobody_listens_to_is_warned_about(streams, make_env, capfd):
