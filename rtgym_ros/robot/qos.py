@@ -17,7 +17,9 @@ def qos_from_config(value: Any, *, key: str, default: str) -> QoSProfile:
     ``'reliable'`` or ``{preset: reliable, depth: 5, durability: transient_local}``.
 
     ``sensor_data`` (best effort, depth 5) suits sensor subscriptions: it matches reliable and
-    best-effort publishers alike. ``reliable`` (depth 10) suits commands.
+    best-effort publishers alike. ``reliable`` (depth 10) suits commands. ``transient_local``
+    with a best-effort preset is refused: over best effort a late subscription gets no
+    historical samples, so a latched message would never arrive.
     """
     options = {'preset': default} if value is None else value
     if isinstance(options, str):
@@ -44,6 +46,14 @@ def qos_from_config(value: Any, *, key: str, default: str) -> QoSProfile:
             raise ValueError(f'{key}.durability must be one of {", ".join(_DURABILITY)}, '
                              f'got {short_repr(durability)}')
         profile.durability = _DURABILITY[durability]
+        if (profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
+                and profile.reliability == ReliabilityPolicy.BEST_EFFORT):
+            given = '' if 'preset' in options else ' (the default here)'
+            raise ValueError(
+                f'{key}: durability transient_local needs a reliable preset (over best effort a '
+                f'latched message never reaches a late subscription), got preset {preset}'
+                f'{given}, which is best effort; write '
+                f'{{preset: reliable, durability: transient_local}}')
     return profile
 
 

@@ -15,10 +15,13 @@ import gymnasium
 import numpy as np
 import pytest
 import rclpy.node
+from rclpy.qos import (DurabilityPolicy, qos_profile_sensor_data, qos_profile_system_default,
+                       ReliabilityPolicy)
 from rtgym_ros.core.config import resolve_config
 from rtgym_ros.robot.env import RosEnv
 from rtgym_ros.robot.interface import RosInterface
 from rtgym_ros.robot.loader import load_robot_config, RobotSpec
+from rtgym_ros.robot.qos import PRESETS
 import yaml
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / 'config'
@@ -289,6 +292,24 @@ ERRORS: dict[str, tuple[Callable[[dict], Any], list[str]]] = {
                        ['observations.joints.qos.durability', 'transient_local']),
     'qos_unknown_key': (lambda p: observation(p).update(qos={'history': 'all'}),
                         ['observations.joints.qos', "['history']"]),
+    'qos_latched_sensor_data': (
+        lambda p: observation(p).update(qos={'preset': 'sensor_data',
+                                             'durability': 'transient_local'}),
+        ['observations.joints.qos', 'preset sensor_data', 'best effort', 'transient_local',
+         'write {preset: reliable, durability: transient_local}']),
+    'qos_latched_default_preset': (
+        lambda p: observation(p).update(qos={'durability': 'transient_local'}),
+        ['observations.joints.qos', 'preset sensor_data (the default here)', 'best effort',
+         '{preset: reliable, durability: transient_local}']),
+    'qos_latched_best_effort': (
+        lambda p: action(p).update(qos={'preset': 'best_effort', 'depth': 1,
+                                        'durability': 'transient_local'}),
+        ['actions.effort.qos', 'preset best_effort', 'best effort',
+         '{preset: reliable, durability: transient_local}']),
+    'qos_latched_reward': (
+        lambda p: p.update(reward={'topic': 'r', 'qos': {'preset': 'sensor_data',
+                                                         'durability': 'transient_local'}}),
+        ['reward.qos', 'preset sensor_data', '{preset: reliable, durability: transient_local}']),
     # policies and options
     'on_stale': (lambda p: observation(p).update(on_stale='panic'),
                  ['observations.joints.on_stale', "'panic'", 'flag']),
@@ -559,6 +580,39 @@ def test_shipped_robot_config_validates(path, entry):
     assert np.all(spec.action_low <= spec.default_action)
     assert np.all(spec.default_action <= spec.action_high)
     resolve_config(dict(env_config, interface=RosInterface, interface_kwargs={'spec': spec}))
+
+
+# What each preset's reliability is, from rclpy's own profiles: the presets whose reliability is
+# best effort are those that cannot carry transient_local. system_default is the RMW's choice
+# (docs/configuration.md says what Fast DDS makes of it) and is not refused.
+PRESET_RELIABILITY = {
+    'sensor_data': qos_profile_sensor_data.reliability,
+    'best_effort': ReliabilityPolicy.BEST_EFFORT,
+    'reliable': ReliabilityPolicy.RELIABLE,
+    'system_default': qos_profile_system_default.reliability,
+}
+
+
+def test_every_preset_has_a_known_reliability():
+    assert set(PRESET_RELIABILITY) == set(PRESETS)
+    assert qos_profile_sensor_data.reliability == ReliabilityPolicy.BEST_EFFORT
+    assert qos_profile_system_default.reliability == ReliabilityPolicy.SYSTEM_DEFAULT
+
+
+@pytest.mark.parametrize('preset', PRESETS)
+def test_transient_local_is_refused_exactly_for_best_effort_presets(tmp_path, preset):
+    qos = {'preset': preset, 'durability': 'transient_local'}
+    params = copy.deepcopy(BASE)
+    observation(params).update(qos=qos)
+    path = write(tmp_path / 'robot.yaml', params_file(params))
+    if PRESET_RELIABILITY[preset] == ReliabilityPolicy.BEST_EFFORT:
+        with pytest.raises(ValueError, match=f'observations.joints.qos: .*got preset {preset}'):
+            load_robot_config(path)
+    else:
+        _, spec = load_robot_config(path)
+        profile = spec.observations[0].qos
+        assert profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
+        assert profile.reliability == PRESET_RELIABILITY[preset]
 
 
 def test_a_default_applies_to_a_reward_topic_only(tmp_path):
