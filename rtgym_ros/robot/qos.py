@@ -8,6 +8,8 @@ from rclpy.qos import (DurabilityPolicy, HistoryPolicy, qos_profile_sensor_data,
 from rtgym_ros.core.validate import short_repr
 
 PRESETS = ('sensor_data', 'reliable', 'best_effort', 'system_default')
+MAX_DEPTH = 2 ** 31 - 1
+"""The largest depth rclpy accepts: its binding of rmw_qos_profile_t takes a C int (rclpy 9)."""
 _DURABILITY = {'volatile': DurabilityPolicy.VOLATILE,
                'transient_local': DurabilityPolicy.TRANSIENT_LOCAL}
 
@@ -36,8 +38,10 @@ def qos_from_config(value: Any, *, key: str, default: str) -> QoSProfile:
     profile = _preset(preset)
     if 'depth' in options:
         depth = options['depth']
-        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-            raise ValueError(f'{key}.depth must be an integer >= 1, got {short_repr(depth)}')
+        if (isinstance(depth, bool) or not isinstance(depth, int)
+                or not 1 <= depth <= MAX_DEPTH):
+            raise ValueError(f'{key}.depth must be an integer from 1 to {MAX_DEPTH}, '
+                             f'got {short_repr(depth)}')
         profile.history = HistoryPolicy.KEEP_LAST
         profile.depth = depth
     if 'durability' in options:

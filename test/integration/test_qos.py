@@ -12,7 +12,7 @@ import pytest
 from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
 from rclpy.utilities import get_rmw_implementation_identifier
 from ros_probe import wait_until
-from rtgym_ros.robot.qos import qos_from_config
+from rtgym_ros.robot.qos import MAX_DEPTH, qos_from_config
 from std_msgs.msg import String
 
 
@@ -67,3 +67,16 @@ def test_system_default_is_what_the_docs_say_under_fast_dds(probe):
     finally:
         node.destroy_subscription(subscription)
         node.destroy_publisher(publisher)
+
+
+def test_the_largest_depth_the_loader_accepts_is_the_largest_rclpy_accepts(probe):
+    node = probe.node
+    profile = qos_from_config({'depth': MAX_DEPTH}, key='test', default='reliable')
+    publisher = node.create_publisher(String, 'qos_deep', profile)
+    subscription = node.create_subscription(String, 'qos_deep', lambda _: None, profile)
+    node.destroy_subscription(subscription)
+    node.destroy_publisher(publisher)
+    with pytest.raises(TypeError):  # what a config would get without the bound
+        node.create_publisher(String, 'qos_deep', QoSProfile(depth=MAX_DEPTH + 1))
+    with pytest.raises(ValueError, match=f'test.depth must be an integer from 1 to {MAX_DEPTH}'):
+        qos_from_config({'depth': MAX_DEPTH + 1}, key='test', default='reliable')
