@@ -166,14 +166,21 @@ class ServiceCaller:
 
     def call(self, spec: ServiceSpec, client: Any, *, key: str,
              fields: dict[str, Any] | None = None) -> Any:
-        """Send the request (with ``fields`` on top of the config's); return the response."""
+        """
+        Send the request (with ``fields`` on top of the config's); return the response.
+
+        ``spec.timeout`` bounds the whole call: the wait for the server and the wait for its
+        answer share one deadline.
+        """
         type_name = interface_name(spec.service_type)
+        start = time.monotonic()
+        deadline = start + spec.timeout
         if not self.wait_until(client.service_is_ready, spec.timeout):
             raise TimeoutError(
                 f'{key}: service {client.srv_name} is not available (waited {spec.timeout} '
                 f's): {self._describe(client.srv_name, type_name)}')
+        ready_after = time.monotonic() - start
         request = build_request(spec.service_type, {**spec.request, **(fields or {})}, key=key)
-        deadline = time.monotonic() + spec.timeout
         while True:
             done = threading.Event()
             future = client.call_async(request)
@@ -185,8 +192,9 @@ class ServiceCaller:
             client.remove_pending_request(future)
             if not spec.retry or remaining <= RETRY_PERIOD:
                 raise TimeoutError(
-                    f'{key}: service {client.srv_name} did not answer within {spec.timeout} '
-                    f's: {self._describe(client.srv_name, type_name)}')
+                    f'{key}: service {client.srv_name} did not answer within {spec.timeout} s '
+                    f'(the bound of the call; it was available after {ready_after:.2f} s): '
+                    f'{self._describe(client.srv_name, type_name)}')
         response = future.result()
         check_response(spec, response, key=key, service=client.srv_name)
         return response

@@ -1,0 +1,86 @@
+"""
+ServiceCaller against a real service server: ``timeout`` bounds the whole call.
+
+The wait for the server to appear and the wait for its answer share one deadline; before,
+each had the full ``timeout`` and a server that appeared late and never answered held the
+call for up to twice the bound.
+"""
+
+import threading
+import time
+
+import pytest
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
+from ros_probe import DOMAIN
+from rtgym_ros.robot.services import ServiceCaller, ServiceSpec
+from rtgym_ros.ros.spin import SpinThread
+from std_srvs.srv import Trigger
+
+TIMEOUT = 2.0  # s, the bound of the call under test
+APPEARS_AFTER = 0.6 * TIMEOUT  # s, when the server starts serving
+
+
+class SilentServer:
+    """A Trigger server in a context of its own that appears late and answers only at close."""
+
+    def __init__(self, name: str) -> None:
+        self.release = threading.Event()
+        self.requests = 0
+        self.context = Context()
+        rclpy.init(context=self.context, domain_id=DOMAIN,
+                   signal_handler_options=SignalHandlerOptions.NO)
+        self.node = Node('silent_server', context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.spinner = SpinThread(self.executor, context=self.context, name='silent_server')
+        self._name = name
+        self._timer = threading.Timer(APPEARS_AFTER, self._serve)
+        self._timer.start()
+
+    def _serve(self) -> None:
+        self.node.create_service(Trigger, self._name, self._answer_late)
+
+    def _answer_late(self, request: Trigger.Request,
+                     response: Trigger.Response) -> Trigger.Response:
+        self.requests += 1
+        self.release.wait(30.0)
+        response.success = True
+        return response
+
+    def close(self) -> None:
+        self._timer.cancel()
+        self.release.set()
+        self.spinner.stop(timeout=5.0)
+        self.executor.shutdown(timeout_sec=5.0)
+        self.node.destroy_node()
+        self.context.try_shutdown()
+
+
+@pytest.mark.parametrize('retry', [True, False])
+def test_a_late_server_that_never_answers_is_given_one_timeout_in_all(probe, retry):
+    name = f'/silent_{"retry" if retry else "once"}_{time.monotonic_ns()}'
+    client = probe.node.create_client(Trigger, name)
+    spec = ServiceSpec(service=name, service_type=Trigger, success='success', retry=retry,
+                       timeout=TIMEOUT)
+    caller = ServiceCaller(lambda service, type_name: f'(describe {service})')
+    server = SilentServer(name)
+    try:
+        start = time.monotonic()
+        with pytest.raises(TimeoutError) as error:
+            caller.call(spec, client, key='reset')
+        elapsed = time.monotonic() - start
+    finally:
+        server.close()
+        probe.node.destroy_client(client)
+    message = str(error.value)
+    # The server was found within the bound (else this tests only the wait for it).
+    assert 'did not answer within 2.0 s' in message, message
+    assert server.requests >= 1, 'the request never reached the server'
+    # One deadline: about TIMEOUT. Two (the old bug): APPEARS_AFTER + TIMEOUT = 1.6 TIMEOUT.
+    assert elapsed < 1.3 * TIMEOUT, (
+        f'the call took {elapsed:.2f} s, {elapsed / TIMEOUT:.2f} times its timeout '
+        f'{TIMEOUT} s; expected about 1 ({message})')
