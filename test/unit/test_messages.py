@@ -514,13 +514,15 @@ def test_reader_config_errors():
         compile_reader(LaserScan, ['ranges', 'intensities'], key=KEY, shape=[7])
 
 
-def test_a_type_of_an_ordinary_module_is_refused_without_importing_it():
+@pytest.mark.parametrize('loader, type_name', [('load_message_type', 'this/msg/Float64'),
+                                               ('load_service_type', 'this/srv/Trigger')])
+def test_a_type_of_an_ordinary_module_is_refused_without_importing_it(loader, type_name):
     import subprocess
     import sys
     code = ('import sys\n'
-            'from rtgym_ros.msgconv.type_names import load_message_type\n'
+            f'from rtgym_ros.msgconv.type_names import {loader}\n'
             'try:\n'
-            "    load_message_type('this/msg/Float64', key='k')\n"
+            f"    {loader}('{type_name}', key='k')\n"
             'except ValueError as error:\n'
             '    print(error)\n'
             "print('imported' if 'this' in sys.modules else 'not imported')\n")

@@ -403,6 +403,9 @@ ERRORS: dict[str, tuple[Callable[[dict], Any], list[str]]] = {
                         ['actions.effort.type']),
     'type_of_a_python_module': (lambda p: action(p).update(type='os/msg/system'),
                                 ['actions.effort.type', "'os'"]),
+    'service_type_of_a_python_module': (
+        lambda p: p.update(reset={'service': 'r', 'type': 'os/srv/system'}),
+        ['reset.type', 'expected a ROS interface package', "'os'", 'not imported']),
     'topic_with_space': (lambda p: action(p).update(topic='cmd vel'),
                          ['actions.effort.topic', "'cmd vel'"]),
     'topic_with_newline': (lambda p: observation(p).update(topic='joint\nstates'),
