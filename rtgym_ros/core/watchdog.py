@@ -18,6 +18,7 @@ class Watchdog:
         self._on_expire = on_expire
         self._deadline: float | None = None
         self._armed = threading.Event()
+        self._closing = threading.Event()  # ends a sleep at once: close() must not wait for it
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -34,6 +35,7 @@ class Watchdog:
     def close(self) -> None:
         self._closed = True
         self._deadline = None
+        self._closing.set()
         self._armed.set()
         if threading.current_thread() is not self._thread:
             self._thread.join(1.0)
@@ -48,7 +50,7 @@ class Watchdog:
                 continue
             remaining = deadline - time.monotonic()
             if remaining > 0.0:
-                time.sleep(min(remaining, 0.5))
+                self._closing.wait(min(remaining, 0.5))
                 continue
             if self._deadline == deadline and not self._closed:
                 self._deadline = None
