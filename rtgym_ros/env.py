@@ -129,7 +129,7 @@ class RealTimeEnv(gymnasium.Env):
         self.interface_action_space = interface.get_action_space()
         self.interface_observation_space = interface.get_observation_space()
         self._log = DeferredLog(node)
-        lockstep = getattr(interface, 'lockstep', False)
+        self._lockstep = lockstep = getattr(interface, 'lockstep', False)
         if lockstep:
             self._timer = ClockDeadline(now=self._runtime.now, post=self._post_quietly,
                                         inline_wait=_LOCKSTEP_INLINE_WAIT)
@@ -184,7 +184,11 @@ class RealTimeEnv(gymnasium.Env):
             return
         self.interface.send_control(self._control_of(action))
         watchdog = self.config.watchdog_timeout
-        if watchdog:  # this time-step must end, and the next action come, in time
+        if not watchdog:
+            return
+        if self._lockstep:  # the paused simulator waits for this step: nobody stalls
+            self._watchdog.disarm()
+        else:  # this time-step must end, and the next action come, in time
             self._watchdog.arm(self._schedule.time_step_duration + watchdog)
 
     def _control_of(self, action: Any) -> Any:

@@ -266,10 +266,19 @@ class TimeStepRunner:
         return now < self._turn_overdue
 
     def on_clock_jump(self, delta: float) -> None:
-        """Executor thread: the clock jumped by ``delta`` s; keep the step's phase, no hang."""
+        """
+        Executor thread: the clock jumped by ``delta`` s; keep the step's phase, no hang.
+
+        Lockstep: the simulator was asked for the old target; it is asked for the moved one
+        (a simulator that restarted at 0 would otherwise wait for a request, and the env for
+        its clock).
+        """
         self.schedule.shift(delta)
         if self._timer.armed:
-            self._timer.retarget(self._timer.target + delta)
+            target = self._timer.target + delta
+            if self._advance is not None:
+                self._advance(target)
+            self._timer.retarget(target)
 
     def abort(self) -> None:
         """Executor thread: drop the running step (closing); waiters are released."""

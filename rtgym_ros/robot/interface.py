@@ -12,6 +12,7 @@ long enough to delay the time-step (90 ms for 50 MB). ``RTGYM_ROS_IMAGE_TAKE=mes
 them on the io node as rclpy messages.
 """
 
+import math
 import os
 import time
 from typing import Any, Callable
@@ -357,7 +358,7 @@ class RosInterface(RealTimeGymInterface):
     def reset(self, seed: int | None = None,
               options: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
         """Unpause and reset the robot, then wait for messages from after the reset."""
-        if self.paused and self.spec.unpause is not None:
+        if self.paused and self.spec.unpause is not None and not self.lockstep:
             self._call(self.spec.unpause, key='unpause')
         self.paused = False
         counts = {slot.name: slot.count for slot in self.slots}
@@ -420,9 +421,14 @@ class RosInterface(RealTimeGymInterface):
                 f'reset: no message on {topics} within reset_timeout {timeout} s: {graph}')
 
     def wait(self) -> None:
-        """Stop the robot, then pause the simulator if a service is given (rtgym's pause)."""
+        """
+        Stop the robot, then pause the simulator if a service is given (rtgym's pause).
+
+        Not in lockstep: the simulator stays paused between the env's step requests, and an
+        unpause at the next reset would let it run free until the first one.
+        """
         self.send_control(self.get_safe_action(self.spec.default_action))
-        if self.spec.pause is not None:
+        if self.spec.pause is not None and not self.lockstep:
             self._call(self.spec.pause, key='pause')
             self.paused = True
 
@@ -443,19 +449,24 @@ class RosInterface(RealTimeGymInterface):
         Executor thread, lockstep: ask the paused simulator to advance to ``target``.
 
         The env's timers then wait for ``/clock`` to reach it. Never blocks on the simulator:
-        a service request is sent and its answer checked when it comes.
+        a service request is sent and its answer checked when it comes. A service that steps
+        by ``step_size`` is asked for enough steps to reach the target (a time-step that is
+        no multiple of it ends up to one step late), and for none when the clock is there.
         """
         step = self.spec.step
         if step.topic is not None:
             self._step_target = target
             self.resend_step()
             return
+        remaining = target - self.now()
+        if remaining <= 1e-9:  # /clock has ns resolution
+            return  # already there (a simulator that overshot): the deadline fires at once
         client = self._clients[id(step.service)]
         if not client.service_is_ready():
             self._services.wait_until(client.service_is_ready, step.service.timeout)
         fields = {}
         if step.steps_field is not None:
-            fields[step.steps_field] = max(1, round((target - self.now()) / step.step_size))
+            fields[step.steps_field] = max(1, math.ceil(remaining / step.step_size - 1e-6))
         request = build_request(step.service.service_type, {**step.service.request, **fields},
                                 key='step.request')
         future = client.call_async(request)
