@@ -25,6 +25,7 @@ from rtgym_ros.core.interface import RealTimeGymInterface
 from rtgym_ros.core.schedule import ElasticSchedule, StepOutcome, StepStart
 from rtgym_ros.core.time_step import TimeStepRunner
 from rtgym_ros.core.timing import make_benchmark
+from rtgym_ros.core.validate import short_repr
 from rtgym_ros.core.watchdog import Watchdog
 from rtgym_ros.ros.deadline import ClockDeadline, DeadlineTimer
 from rtgym_ros.ros.deferred_log import DeferredLog
@@ -523,8 +524,23 @@ class RealTimeEnv(gymnasium.Env):
         return get_safe_action(self.default_action)
 
     def set_default_action(self, default_action: Any) -> None:
-        """Set the action sent by the next ``reset()`` (and on close, errors, stalls)."""
-        self.default_action = default_action
+        """
+        Set the action sent by the next ``reset()`` (and on close, errors, stalls).
+
+        It is what stops the robot, sent unchecked when it must be: it has to be an action of
+        the interface's space (finite, in bounds, of its shape), checked here.
+        """
+        space = self.interface_action_space
+        value = default_action
+        if isinstance(space, spaces.Box):  # any float array or list of the right values
+            try:
+                value = np.asarray(default_action, dtype=space.dtype)
+            except (TypeError, ValueError):
+                pass  # refused below, as found
+        if not space.contains(value):
+            raise ValueError(f'set_default_action: expected an action of {space} (finite, in '
+                             f'its bounds), got {short_repr(default_action)}')
+        self.default_action = value
 
     def set_time_step_duration(self, time_step_duration: float,
                                time_step_timeout_factor: float | None = None) -> None:

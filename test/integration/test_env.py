@@ -477,3 +477,14 @@ def test_a_paused_env_wakes_its_executor_thread_only_for_its_timers(make_env):
     time.sleep(3.0)
     woken = voluntary_switches(executor_thread.native_id) - before
     assert woken <= 12, f'{woken} wake-ups in 3 s while paused'
+
+
+@pytest.mark.parametrize('bad', [[np.nan, 0.0], [5.0, 0.0], [0.0], np.zeros(3), 'stop', None])
+def test_set_default_action_refuses_what_could_not_stop_the_robot(make_env, bad):
+    # The default action is sent unchecked on close, errors and stalls.
+    env = make_env()
+    with pytest.raises(ValueError, match=r'set_default_action: expected an action of Box'):
+        env.unwrapped.set_default_action(bad)
+    env.unwrapped.set_default_action(np.full(2, 0.5))  # float64 of the right values
+    assert env.unwrapped.default_action.dtype == np.float32
+    assert env.unwrapped.safe_action().tolist() == [0.5, 0.5]
