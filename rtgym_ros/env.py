@@ -288,8 +288,10 @@ class RealTimeEnv(gymnasium.Env):
             self._runner.rearm(self._awaited)
             self._awaited = None
         try:
-            self._stall_monitor.wait(self._runner.done, step_end=self._schedule.t_end,
-                                     nudge=self._nudge)
+            self._stall_monitor.wait(
+                self._runner.done, step_end=self._schedule.t_end, nudge=self._nudge,
+                asked=getattr(self.interface, 'describe_advance', None) if self._lockstep
+                else None)
         except BaseException:  # Ctrl-C, a stalled clock, a closed env: stop the robot first
             self._withdraw_offer()  # no offered action may follow the safe one
             self._stop_robot()

@@ -68,6 +68,8 @@ class RosInterface(RealTimeGymInterface):
         self._signals: dict[str, SignalSlot] = {}
         self._last_capture = -np.inf
         self._step_target: float | None = None
+        self._step_asked: tuple[float, int | None] | None = None  # target, physics steps
+        self._step_answer = 'no answer yet'
         self._topics: dict[str, str] = {}
         self._graph_watch: GraphWatch | None = None
         self._clients: dict[int, Any] = {}
@@ -456,6 +458,7 @@ class RosInterface(RealTimeGymInterface):
         step = self.spec.step
         if step.topic is not None:
             self._step_target = target
+            self._step_asked = (target, None)
             self.resend_step()
             return
         remaining = target - self.now()
@@ -469,8 +472,23 @@ class RosInterface(RealTimeGymInterface):
             fields[step.steps_field] = max(1, math.ceil(remaining / step.step_size - 1e-6))
         request = build_request(step.service.service_type, {**step.service.request, **fields},
                                 key='step.request')
+        self._step_asked = (target, fields.get(step.steps_field))
+        self._step_answer = 'no answer yet'
         future = client.call_async(request)
         future.add_done_callback(self._check_step_answer)
+
+    def describe_advance(self) -> str:
+        """Say what the simulator was last asked to do in lockstep (stall messages)."""
+        if self._step_asked is None:
+            return 'no step request yet'
+        target, steps = self._step_asked
+        if self.spec.step.topic is not None:
+            return (f'the last step request: {self._step_publisher.topic_name} asked for '
+                    f't = {target:.9g} s (and again every 0.5 s without /clock)')
+        service = self._io_node.resolve_service_name(self.spec.step.service.service)
+        asked = f'{steps} physics steps to ' if steps is not None else ''
+        return (f'the last step request: {service} asked for {asked}t = {target:.9g} s: '
+                f'{self._step_answer}')
 
     def resend_step(self) -> None:
         """
@@ -488,7 +506,9 @@ class RosInterface(RealTimeGymInterface):
         try:
             check_response(self.spec.step.service, future.result(), key='step',
                            service=self.spec.step.service.service)
+            self._step_answer = 'answered'
         except Exception as error:  # noqa: B902 - logged; the stall check reports the rest
+            self._step_answer = f'answered with an error ({error})'
             self._log.warning('step answer', f'{error}')
 
     def on_clock_jump(self, delta: float) -> None:

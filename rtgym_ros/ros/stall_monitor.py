@@ -33,13 +33,15 @@ class StallMonitor:
         """How many waits went past ``stall_timeout`` without progress."""
 
     def wait(self, done: Latch, *, step_end: float,
-             nudge: Callable[[], None] | None = None) -> None:
+             nudge: Callable[[], None] | None = None,
+             asked: Callable[[], str] | None = None) -> None:
         """
         Block until ``done``; raise RuntimeClosedError if the runtime closes or dies.
 
         ``step_end`` is the time-step's end on the env clock: on wall time a wait is checked
         from then on (a long time-step is no stall). ``nudge`` is called every half second
-        without progress (lockstep: ask the simulator again).
+        without progress (lockstep: ask the simulator again); ``asked`` says what the
+        simulator was asked (lockstep), for the stall's message.
         """
         if done.wait(_POLL):  # nearly every step: nothing to check
             return
@@ -65,6 +67,8 @@ class StallMonitor:
                 reported = True
                 self.stalled_waits += 1
                 message = self._describe(waited)
+                if asked is not None:
+                    message += f'; {asked()}'
                 if self._on_stall == 'error' and self._use_sim_time:
                     raise TimeoutError(message)
                 runtime.logger.warning(message)

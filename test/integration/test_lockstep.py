@@ -113,10 +113,12 @@ def test_a_simulator_that_does_not_advance_is_an_error(lockstep_sim):
     try:
         env.reset()
         start = time.monotonic()
-        with pytest.raises(TimeoutError, match='/clock has not moved'):
+        with pytest.raises(TimeoutError, match='/clock has not moved') as error:
             for _ in range(10):
                 env.step(act(0.0))
         assert time.monotonic() - start < 5.0
+        assert f'the last step request: {sim.ns}/nobody_listens asked for t = ' \
+            in str(error.value), str(error.value)
     finally:
         env.close()
 

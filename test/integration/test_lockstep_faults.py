@@ -133,6 +133,17 @@ def test_a_dropped_step_request_does_not_send_the_safe_action(start_sim, tmp_pat
     assert env.stalls == 0
 
 
+def test_a_step_service_that_answers_but_does_not_advance_is_named(start_sim, tmp_path):
+    sim = start_sim(drop=[2])  # it answers, with success, and does not advance
+    with pytest.raises(AssertionError) as error:
+        sim_times(sim, tmp_path, steps=4, clock_stall_timeout=1.0, step={
+            'service': 'step', 'type': 'lifecycle_msgs/srv/ChangeState',
+            'steps_field': 'transition.id', 'step_size': 0.001})
+    assert 'TimeoutError' in str(error.value) and '/clock has not moved' in str(error.value)
+    assert f'the last step request: {sim.ns}/step asked for 20 physics steps to t = 0.06 s: ' \
+        'answered' in str(error.value), str(error.value)
+
+
 def test_a_simulator_that_restarts_by_itself_is_followed(start_sim, tmp_path):
     sim = start_sim(restart_at=4)
     [times], env = sim_times(sim, tmp_path, steps=8)
