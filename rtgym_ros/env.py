@@ -216,6 +216,18 @@ class RealTimeEnv(gymnasium.Env):
             self.timeouts += 1
             _warn_unregistered('Time-step timed out. Elapsed since last time-step: '
                                f'{outcome.late_by}')
+            self._check_clock_step()
+
+    def _check_clock_step(self) -> None:
+        """At a time-out under sim time: say so if /clock moves in steps too coarse for T."""
+        step = self._runtime.clock_step()
+        elasticity = self._schedule.time_step_timeout
+        if step is not None and step > elasticity and not self._lockstep:
+            self._log.warning('clock step', (
+                f'/clock moves {step:.4g} s at a time, more than a time-step may start late '
+                f'({elasticity:.4g} s = T x time_step_timeout_factor): time-steps time out by '
+                'the clock, not the agent; publish /clock more often, or raise '
+                'time_step_timeout_factor'))
 
     def _on_clock_jump(self, jump: TimeJump) -> None:
         """Follow a clock that went back; runs on the thread that sets the clock (io, sim time)."""

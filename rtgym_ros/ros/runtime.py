@@ -156,6 +156,11 @@ class RosRuntime:
         self._clock_source.ros_time_is_active = True
         self._clock_source.attach_clock(self.node.get_clock())
 
+    def clock_step(self) -> float | None:
+        """Under sim time, how far /clock moved with its last message (s); else None."""
+        source = self._clock_source
+        return None if source is None else source.step
+
     def add_clock_listener(self, listener: Callable[[], None]) -> None:
         """Under sim time, call ``listener()`` on the io thread after each /clock is set."""
         self._clock_source.listeners.append(listener)
@@ -433,6 +438,9 @@ class _ClockSource(TimeSource):
         self.heard = threading.Event()
         self.listeners: list[Callable[[], None]] = []
         self._logger = node.get_logger()
+        self._last: float | None = None
+        self.step: float | None = None
+        """How far the last /clock message moved the clock (s; negative: back)."""
         super().__init__(node=node)
 
     def clock_callback(self, msg: Any) -> None:
@@ -443,6 +451,10 @@ class _ClockSource(TimeSource):
             return
         if not self.heard.is_set():
             self.heard.set()
+        seconds = msg.clock.sec + msg.clock.nanosec * 1e-9
+        if self._last is not None:
+            self.step = seconds - self._last
+        self._last = seconds
         super().clock_callback(msg)
         for listener in self.listeners:
             listener()

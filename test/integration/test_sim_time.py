@@ -131,6 +131,20 @@ def test_a_clock_message_before_time_zero_is_ignored_and_logged(sim_clock, sim_e
     assert 'ignored a time before 0 (-1 s, 0 ns)' in capfd.readouterr().err
 
 
+def test_a_clock_coarser_than_the_elasticity_is_named_at_time_outs(sim_clock, sim_env, capfd):
+    sim_clock(rate=1.0, hz=30.0)  # /clock every 33 ms of sim time; T = 20 ms, elasticity 20 ms
+    env = sim_env(time_step_timeout_factor=1.0)
+    env.reset()
+    step_wall_times(env, 30)
+    assert env.timeouts > 0
+    deadline = time.monotonic() + 5.0
+    err = ''
+    while '/clock moves ' not in err and time.monotonic() < deadline:
+        time.sleep(0.2)  # the env's log is written once a second
+        err += capfd.readouterr().err
+    assert '/clock moves ' in err and 'time-steps time out by the clock, not the agent' in err, err
+
+
 def test_reset_waits_for_the_first_clock_message(sim_env):
     env = sim_env(clock_wait_timeout=0.3)
     with pytest.raises(TimeoutError, match='/clock'):
