@@ -5,7 +5,8 @@
 the file's keys, then the keyword overrides, configure the env (see ``robot_config``).
 Actions are checked before they enter the action buffer: wrong shape is an error, NaN/inf is
 replaced by the default action (with a warning), out-of-bounds is clipped or rejected, and so
-is a change larger than an action group's ``max_delta`` per time-step.
+is a change larger than an action group's ``max_delta`` per time-step, measured from the last
+target the robot got: the previous step's action, or the safe action if one went out since.
 
 rtgym's ``obs_prepro_func`` and ``act_prepro_func`` (``package.module:function`` in a config):
 ``obs_prepro_func`` maps the observation the env would return (the Dict, or the Tuple) to the
@@ -70,6 +71,13 @@ class RosEnv(RealTimeEnv):
         self.rate_limited_actions = 0
         self.clipped_commands = 0
         self._max_delta = spec.max_delta  # once: the spec does not change
+        self._reference = _frozen(spec.default_action)
+        # The last target the robot got, or will get before the next action: swapped whole
+        # (read-only arrays) by the user's thread at each step and reset, by whichever thread
+        # sends a safe action. max_delta counts from it.
+        self._pending: tuple[np.ndarray, np.ndarray] | None = None
+        # The action step() handed over last and the reference it set: the executor thread
+        # sees from it whether a safe action went out between the check and the publication.
         self.recorder = None
         if spec.record is not None:  # rosbags is needed only then
             from rtgym_ros.record.recorder import EpisodeRecorder
@@ -80,6 +88,7 @@ class RosEnv(RealTimeEnv):
         _, self.layout, observation_space = robot_spaces(config, spec)
         super().__init__(config, render_mode=render_mode)
         self.interface.time_step_duration = self.time_step_duration
+        self.interface.on_safe_action = self._safe_action_sent
         self.observation_space = observation_space
         period = spec.options.diagnostics_period
         if period > 0:
@@ -107,6 +116,9 @@ class RosEnv(RealTimeEnv):
         time-step (the robot gets its safe action, ``step()`` raises), out-of-bounds values
         are clipped into the action groups' bounds.
         """
+        pending = self._pending
+        if pending is not None and action is pending[0] and self._reference is not pending[1]:
+            action = self._limit_after_stop(action, pending)
         if self.act_prepro_func is None:
             return action
         space = self.action_space
@@ -142,14 +154,47 @@ class RosEnv(RealTimeEnv):
         super().set_time_step_duration(time_step_duration, time_step_timeout_factor)
         self.interface.time_step_duration = float(time_step_duration)
 
+    def _limit_after_stop(self, action: np.ndarray, pending: tuple) -> np.ndarray:
+        """
+        Executor thread: limit an action checked before a safe action went out (the watchdog).
+
+        The robot got the safe action after the action was checked: it is clipped within
+        ``max_delta`` of it (under ``reject`` too: step() has returned).
+        """
+        reference = self._reference
+        limit = self._max_delta
+        if limit is not None and not (np.all(action >= reference - limit)
+                                      and np.all(action <= reference + limit)):
+            self.rate_limited_actions += 1
+            action = np.clip(action, reference - limit, reference + limit).astype(np.float32)
+        if self._pending is pending:  # no later step: the next action counts from this one
+            self._reference = _frozen(action)
+        return action
+
+    def _safe_action_sent(self, values: np.ndarray) -> None:
+        """Any thread: the robot got its safe action; the next change counts from it."""
+        self._reference = _frozen(values)
+
+    def _pause_interface(self) -> None:
+        """Executor thread, ``wait()``: the interface sends the safe action (then pauses)."""
+        try:
+            super()._pause_interface()
+        finally:
+            self._safe_action_sent(self.interface.last_action)
+
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        self._pending = None  # reset() sends its action as it is, never limited
         obs, info = super().reset(seed=seed, options=options)
+        self._reference = _frozen(self.act_buf[-1])  # what reset() sent
         if self.recorder is not None:
             self.recorder.reset(info, timeouts=self.timeouts)
         return obs, info
 
     def step(self, action: Any) -> tuple:
         action = self.check_action(action)
+        reference = _frozen(action)
+        self._pending = (action, reference)
+        self._reference = reference
         result = super().step(action)
         if self.recorder is not None:
             self.recorder.step(action, *result[1:], timeouts=self.timeouts)
@@ -180,18 +225,19 @@ class RosEnv(RealTimeEnv):
 
     def _limit_rate(self, values: np.ndarray) -> np.ndarray:
         """
-        Keep each value within ``max_delta`` of the action sent before (clip or reject).
+        Keep each value within ``max_delta`` of the robot's last target (clip or reject).
 
-        The action sent before is the buffer's newest: the default (or last) action after a
-        reset. Safety stops (default action on a stall, an error or close) are not limited.
+        That target is the previous step's action (the default, or last, action after a
+        reset), or the safe action if one went out since (watchdog, error, ``wait()``): the
+        ramp starts again from it. Safe actions themselves are not limited.
         """
         limit = self._max_delta
-        if limit is None or not self.act_buf:
+        if limit is None:
             return values
-        previous = np.asarray(self.act_buf[-1], dtype=np.float64)
+        previous = self._reference.astype(np.float64)
         values, clipped = self._keep_within(
             values, previous - limit, previous + limit,
-            lambda: f'moves more than max_delta {limit.tolist()} from the previous action '
+            lambda: f'moves more than max_delta {limit.tolist()} from the last target '
                     f'{previous.tolist()}')
         self.rate_limited_actions += clipped
         return values
@@ -230,3 +276,10 @@ class RosEnv(RealTimeEnv):
         if diagnostics is not None:
             diagnostics.destroy()
         super()._shutdown_interface()
+
+
+def _frozen(values: Any) -> np.ndarray:
+    """Return a read-only float32 copy: shared between threads, swapped, never changed."""
+    frozen = np.array(values, dtype=np.float32).reshape(-1)
+    frozen.flags.writeable = False
+    return frozen

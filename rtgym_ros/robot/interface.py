@@ -63,6 +63,8 @@ class RosInterface(RealTimeGymInterface):
         self._node: Node | None = None
         self.last_action = spec.default_action.astype(np.float32)
         self.last_action_time = -np.inf
+        self.on_safe_action: Callable[[np.ndarray], None] | None = None
+        """Called with each safe action ``send_safe_action_now`` published, on its thread."""
         self.slots: list[Slot] = []
         self._publishers: list = []
         self._signals: dict[str, SignalSlot] = {}
@@ -197,7 +199,10 @@ class RosInterface(RealTimeGymInterface):
         """
         if not self._publishers:
             return False
-        self.send_control(np.asarray(safe_action, dtype=np.float32).reshape(-1))
+        values = np.asarray(safe_action, dtype=np.float32).reshape(-1)
+        self.send_control(values)
+        if self.on_safe_action is not None:
+            self.on_safe_action(values)
         return True
 
     def send_control(self, control: np.ndarray | None) -> None:

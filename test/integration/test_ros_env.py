@@ -371,6 +371,70 @@ def test_max_delta_limits_the_change_per_step(spawn, make_env, policy):
     assert np.all(np.abs(steps) <= 0.25 + 1e-6)
 
 
+def _rate_limited_env(robot, make_env, **changes):
+    params = robot_params(**changes)
+    params['actions']['cmd']['max_delta'] = [0.25]
+    return make_env(robot, **params)
+
+
+@pytest.mark.parametrize('policy', ['clip', 'reject'])
+def test_max_delta_ramps_again_from_the_safe_action_after_a_watchdog_stop(spawn, make_env,
+                                                                          policy):
+    robot = spawn()
+    env = _rate_limited_env(robot, make_env, action_policy=policy, watchdog_timeout=0.3)
+    env.reset()
+    for a in (0.375, 0.625, 0.875):  # up the ramp, 0.25 a step
+        env.step(act(a))
+    robot.wait_last(0.875)
+    robot.wait_last(DEFAULT)  # stalled: the watchdog sent the safe action
+    if policy == 'reject':
+        with pytest.raises(ValueError, match='max_delta'):
+            env.step(act(0.875))  # where the agent left it, too far from the safe action
+    for a in (0.875, 0.875, 0.875) if policy == 'clip' else (0.375, 0.625, 0.875):
+        env.step(act(a))
+    robot.wait_last(0.875)
+    values = robot.values()
+    assert values == [DEFAULT, 0.375, 0.625, 0.875, DEFAULT, 0.375, 0.625, 0.875], values
+
+
+def test_max_delta_counts_from_a_safe_action_sent_after_the_check(spawn, make_env):
+    robot = spawn()
+    env = _rate_limited_env(robot, make_env)
+    inner = env.unwrapped
+    env.reset()
+    for a in (0.375, 0.625):
+        env.step(act(a))
+    runner = inner._runner
+    offer = runner.offer
+
+    def stop_then_offer(action):  # checked within 0.25 of 0.625, not yet published
+        inner._stop_robot()  # the watchdog fires now: the robot gets the default first
+        offer(action)
+
+    runner.offer = stop_then_offer
+    env.step(act(0.875))
+    runner.offer = offer
+    env.step(act(0.875))
+    env.step(act(0.875))
+    robot.wait_last(0.875)
+    values = robot.values()
+    assert values == [DEFAULT, 0.375, 0.625, DEFAULT, 0.375, 0.625, 0.875], values
+
+
+def test_max_delta_counts_from_the_safe_action_wait_sent(spawn, make_env):
+    robot = spawn()
+    env = _rate_limited_env(robot, make_env)
+    env.reset()
+    for a in (0.375, 0.625):
+        env.step(act(a))
+    env.unwrapped.wait()  # the robot gets its safe action
+    env.step(act(0.625))
+    env.step(act(0.625))
+    robot.wait_last(0.625)
+    values = robot.values()
+    assert values == [DEFAULT, 0.375, 0.625, DEFAULT, 0.375, 0.625], values
+
+
 def test_wrong_action_shape_raises(spawn, make_env):
     robot = spawn()
     env = make_env(robot)
