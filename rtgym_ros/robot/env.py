@@ -4,9 +4,11 @@
 ``gym.make('rtgym_ros/ros-v1', robot_config='config/robots/pendulum_sim.yaml', namespace='r1')``:
 the file's keys, then the keyword overrides, configure the env (see ``robot_config``).
 Actions are checked before they enter the action buffer: wrong shape is an error, NaN/inf is
-replaced by the default action (with a warning), out-of-bounds is clipped or rejected, and so
-is a change larger than an action group's ``max_delta`` per time-step, measured from the last
-target the robot got: the previous step's action, or the safe action if one went out since.
+replaced by the safe action (with a warning; ``on_stop: hold`` groups keep the previous step's
+action), published as safe actions are, without ``act_prepro_func``; out-of-bounds is clipped
+or rejected, and so is a change larger than an action group's ``max_delta`` per time-step,
+measured from the last target the robot got: the previous step's action, or the safe action
+if one went out since.
 
 rtgym's ``obs_prepro_func`` and ``act_prepro_func`` (``package.module:function`` in a config):
 ``obs_prepro_func`` maps the observation the env would return (the Dict, or the Tuple) to the
@@ -75,9 +77,10 @@ class RosEnv(RealTimeEnv):
         # The last target the robot got, or will get before the next action: swapped whole
         # (read-only arrays) by the user's thread at each step and reset, by whichever thread
         # sends a safe action. max_delta counts from it.
-        self._pending: tuple[np.ndarray, np.ndarray] | None = None
-        # The action step() handed over last and the reference it set: the executor thread
-        # sees from it whether a safe action went out between the check and the publication.
+        self._pending: tuple[np.ndarray, np.ndarray, bool] | None = None
+        # The action step() handed over last, the reference it set and whether it replaced a
+        # non-finite one: the executor thread sees from it whether a safe action went out
+        # between the check and the publication, and what to publish for a replacement.
         self.recorder = None
         if spec.record is not None:  # rosbags is needed only then
             from rtgym_ros.record.recorder import EpisodeRecorder
@@ -114,11 +117,18 @@ class RosEnv(RealTimeEnv):
 
         Its result is checked as an action is: wrong shape or non-finite values fail the
         time-step (the robot gets its safe action, ``step()`` raises), out-of-bounds values
-        are clipped into the action groups' bounds.
+        are clipped into the action groups' bounds. A non-finite action's replacement is a
+        safe action: published as it is, without ``act_prepro_func``.
         """
         pending = self._pending
-        if pending is not None and action is pending[0] and self._reference is not pending[1]:
-            action = self._limit_after_stop(action, pending)
+        if pending is not None and action is pending[0]:
+            if pending[2]:  # a non-finite action's replacement: a safe action, as it is
+                if self.act_prepro_func is None:
+                    return action
+                # Held groups: the command last published (this thread publishes in order).
+                return np.asarray(self.safe_action(), dtype=np.float32)
+            if self._reference is not pending[1]:
+                action = self._limit_after_stop(action, pending)
         if self.act_prepro_func is None:
             return action
         space = self.action_space
@@ -191,9 +201,9 @@ class RosEnv(RealTimeEnv):
         return obs, info
 
     def step(self, action: Any) -> tuple:
-        action = self.check_action(action)
+        action, replaced = self._checked(action)
         reference = _frozen(action)
-        self._pending = (action, reference)
+        self._pending = (action, reference, replaced)
         self._reference = reference
         result = super().step(action)
         if self.recorder is not None:
@@ -207,6 +217,10 @@ class RosEnv(RealTimeEnv):
 
     def check_action(self, action: Any) -> np.ndarray:
         """Return the action that will be applied (and buffered), or raise ValueError."""
+        return self._checked(action)[0]
+
+    def _checked(self, action: Any) -> tuple[np.ndarray, bool]:
+        """User thread: return the action as buffered and whether it replaced a non-finite one."""
         space = self.action_space
         try:
             values = np.asarray(action, dtype=np.float64)
@@ -217,11 +231,14 @@ class RosEnv(RealTimeEnv):
         if not np.all(np.isfinite(values)):
             self.replaced_actions += 1
             warnings.warn(f'non-finite action {values.tolist()} replaced by the safe action')
-            return np.array(self.safe_action(), dtype=np.float32)
+            # Held groups keep the previous step's action, which may still be on its way to
+            # the robot: not the interface's last published action.
+            return self.interface.get_safe_action(self.default_action,
+                                                  last=self._reference), True
         values, _ = self._keep_within(
             values, space.low, space.high,
             lambda: f'is outside the bounds [{space.low.tolist()}, {space.high.tolist()}]')
-        return self._limit_rate(values).astype(np.float32)
+        return self._limit_rate(values).astype(np.float32), False
 
     def _limit_rate(self, values: np.ndarray) -> np.ndarray:
         """

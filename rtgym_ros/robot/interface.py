@@ -178,13 +178,20 @@ class RosInterface(RealTimeGymInterface):
     def get_default_action(self) -> np.ndarray:
         return self.spec.default_action.astype(np.float32)
 
-    def get_safe_action(self, default_action: np.ndarray) -> np.ndarray:
-        """Return the default action, but the values last sent for ``on_stop: hold`` groups."""
+    def get_safe_action(self, default_action: np.ndarray, *,
+                        last: np.ndarray | None = None) -> np.ndarray:
+        """
+        Return the default action, but the values last sent for ``on_stop: hold`` groups.
+
+        :param last: the target to hold instead of the last action published: the env's,
+            which knows the action handed over before this one even if not yet published.
+        """
+        held = self.last_action if last is None else last
         values = np.array(default_action, dtype=np.float32).reshape(-1)
         start = 0
         for group in self.spec.actions:
             if group.on_stop == 'hold':
-                values[start:start + group.size] = self.last_action[start:start + group.size]
+                values[start:start + group.size] = held[start:start + group.size]
             start += group.size
         return values
 

@@ -319,6 +319,47 @@ def test_nan_action_publishes_the_default_with_a_warning(spawn, make_env):
     assert env.unwrapped.replaced_actions == 2
 
 
+def test_nan_under_hold_re_sends_the_previous_step_action(spawn, make_env):
+    robot = spawn()
+    params = robot_params(watchdog_timeout=0.0)
+    params['actions']['cmd']['on_stop'] = 'hold'
+    env = make_env(robot, **params)
+    env.reset()
+    expected, buffered = [DEFAULT], []
+    for k in range(10):
+        down, up = f32(-0.5 + 0.01 * k), f32(0.5 - 0.01 * k)
+        env.step(act(down))
+        env.step(act(up))  # step() returns while this one may still be on its way
+        with pytest.warns(UserWarning, match='non-finite'):
+            obs, *_ = env.step(act(math.nan))
+        buffered.append(float(obs['action_buffer'][-1, 0]))
+        expected += [down, up, up]
+    env.step(act(0.25))
+    robot.wait_last(0.25)
+    assert robot.values() == expected + [0.25]
+    assert buffered == expected[3::3], 'the replacement buffered is not the one sent'
+
+
+@pytest.mark.parametrize('on_stop', ['default', 'hold'])
+def test_nan_replacement_is_published_without_act_prepro_func(spawn, make_env, on_stop):
+    robot = spawn()
+    params = robot_params(act_prepro_func='prepro_functions:halve')
+    params['actions']['cmd']['on_stop'] = on_stop
+    env = make_env(robot, **params)
+    env.reset()
+    env.step(act(0.6))
+    with pytest.warns(UserWarning, match='non-finite'):
+        obs, *_ = env.step(act(math.nan))
+    replacement = f32(0.6) if on_stop == 'hold' else DEFAULT
+    assert obs['action_buffer'][-1, 0] == replacement
+    env.step(act(0.6))
+    env.step(act(0.6))
+    robot.wait_commands(5)
+    sent = f32(f32(0.6) * 0.5)  # halved once: the target held, or the default as configured
+    assert robot.values()[:5] == pytest.approx(
+        [DEFAULT / 2, sent, sent if on_stop == 'hold' else DEFAULT, sent, sent])
+
+
 @pytest.mark.parametrize('policy', ['clip', 'reject'])
 def test_out_of_bounds_action(spawn, make_env, policy):
     robot = spawn()
