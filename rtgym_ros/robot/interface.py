@@ -375,6 +375,15 @@ class RosInterface(RealTimeGymInterface):
         if self.paused and self.spec.unpause is not None and not self.lockstep:
             self._call(self.spec.unpause, key='unpause')
         self.paused = False
+        timeout = self.spec.options.reset_timeout
+        if self.lockstep:
+            # A paused simulator announces its reset state once, on a volatile topic: a slot
+            # whose subscription does not know the publisher yet (discovery) would lose it.
+            start = time.monotonic()
+            self._services.wait_until(lambda: all(
+                self._io_node.count_publishers(topic) for topic in self._topics.values()),
+                timeout)
+            timeout = max(0.0, timeout - (time.monotonic() - start))
         counts = {slot.name: slot.count for slot in self.slots}
         if self.spec.reset is not None:
             self._call(self.spec.reset, key='reset', seed=seed, options=options)
@@ -385,14 +394,14 @@ class RosInterface(RealTimeGymInterface):
             signal.clear()
         for name in self.stale_runs:
             self.stale_runs[name] = 0
-        self._wait_for_first_messages(since, counts)
+        self._wait_for_first_messages(since, counts, timeout)
         info = self._freshness_info()
         self._last_capture = info['capture_time']
         return self._read_slots(info), info
 
-    def _wait_for_first_messages(self, since: float, counts: dict[str, int]) -> None:
-        """One reset_timeout for all slots together; data from before the reset never counts."""
-        timeout = self.spec.options.reset_timeout
+    def _wait_for_first_messages(self, since: float, counts: dict[str, int],
+                                 timeout: float) -> None:
+        """One ``timeout`` for all slots together; data from before the reset never counts."""
         baselines = {slot.name: slot.stamp for slot in self.slots}
         if self.lockstep:
             # A paused simulator publishes its state on reset, stamped with the time it is
@@ -424,15 +433,16 @@ class RosInterface(RealTimeGymInterface):
                                                   slot.spec.qos)
                               for slot in silent)
             topics = ', '.join(self._topics[slot.name] for slot in silent)
+            bound = self.spec.options.reset_timeout
             lacking = [name for slot in silent if slot.message is not None
                        for name in slot.missing()]
             if lacking:  # joints by name: some joints, or fields, never came
                 raise TimeoutError(
-                    f'reset: no complete data on {topics} within reset_timeout {timeout} s: '
+                    f'reset: no complete data on {topics} within reset_timeout {bound} s: '
                     f'messages came without {", ".join(lacking)} (a JointState field left '
                     f'empty is not given): {graph}')
             raise TimeoutError(
-                f'reset: no message on {topics} within reset_timeout {timeout} s: {graph}')
+                f'reset: no message on {topics} within reset_timeout {bound} s: {graph}')
 
     def wait(self) -> None:
         """

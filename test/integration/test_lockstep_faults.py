@@ -154,6 +154,14 @@ def test_a_simulator_that_restarts_by_itself_is_followed(start_sim, tmp_path):
     assert env.timeouts == 0 and env.stalls == 0
 
 
+def test_a_reset_waits_for_a_state_publisher_that_comes_up_late(start_sim, tmp_path):
+    # The paused simulator announces its reset state once: asked before the env's
+    # subscription knew the publisher, that state would be lost and reset() would time out.
+    sim = start_sim(state_after=1.0)
+    [times], env = sim_times(sim, tmp_path, steps=2)
+    assert times == pytest.approx([0.0, T, 2 * T], abs=1e-6), times
+
+
 def test_no_pause_or_unpause_in_lockstep(start_sim, tmp_path):
     # A gz world runs free after an unpause until the next paused step: in lockstep the env
     # keeps it paused instead, and every episode starts at the reset's time.

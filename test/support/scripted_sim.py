@@ -10,7 +10,8 @@ offers Empty reset, pause and unpause services. What it does wrong is given as J
 - ``drop``: indices of the step requests it ignores;
 - ``restart_at``: the index of the step request at which it restarts at time 0 by itself;
 - ``free_after_unpause``: after unpause it runs free, 10 physics steps every 10 ms, as a gz
-  world does until the next paused step.
+  world does until the next paused step;
+- ``state_after``: seconds before its state publisher exists (a bridge that comes up late).
 
 It prints ``READY`` once its services are up, and logs every call and command to stdout.
 """
@@ -18,6 +19,7 @@ It prints ``READY`` once its services are up, and logs every call and command to
 import json
 import sys
 import threading
+from typing import Any
 
 from lifecycle_msgs.srv import ChangeState
 import rclpy
@@ -47,7 +49,12 @@ class ScriptedSim:
         self._requests = 0
         self._free = False
         self._clock = node.create_publisher(Clock, '/clock', 10)
-        self._state = node.create_publisher(JointState, 'state', 10)
+        self._state: Any = None
+        delay = float(options.get('state_after', 0.0))
+        if delay > 0.0:
+            self._late = node.create_timer(delay, self._create_state_publisher)
+        else:
+            self._create_state_publisher()
         node.create_subscription(Float64MultiArray, 'cmd', self._on_command, 10)
         node.create_subscription(Clock, 'step_until', self._on_step_until,
                                  QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
@@ -61,13 +68,19 @@ class ScriptedSim:
         with self._lock:
             self._publish()
 
+    def _create_state_publisher(self) -> None:
+        if self._state is None:
+            self._state = self._node.create_publisher(JointState, 'state', 10)
+            print('state publisher', flush=True)
+
     def _publish(self) -> None:
         """State first, then /clock (lock held)."""
         stamp = Time(nanoseconds=self._time_ns).to_msg()
-        state = JointState(name=['j'], position=[self._time_ns * 1e-9],
-                           velocity=[self._command])
-        state.header.stamp = stamp
-        self._state.publish(state)
+        if self._state is not None:
+            state = JointState(name=['j'], position=[self._time_ns * 1e-9],
+                               velocity=[self._command])
+            state.header.stamp = stamp
+            self._state.publish(state)
         self._clock.publish(Clock(clock=stamp))
 
     def _publish_clock(self) -> None:
