@@ -406,7 +406,10 @@ def test_a_best_effort_sensor_and_a_reliable_slot_are_named(streams, make_env, c
     assert 'publishes with QoS this subscription cannot match (Best effort publisher and ' \
         'reliable subscription): nothing is delivered; qos: sensor_data would match it' \
         in error, error
-    wait_until(lambda: 'cannot match' in capfd.readouterr().err, 10.0, 'the QoS warning')
+    err = []
+    wait_until(lambda: err.append(capfd.readouterr().err) or 'cannot match' in ''.join(err),
+               20.0, lambda: f'the QoS warning (env alive: {env.unwrapped._runtime.alive()}; '
+               f'stderr: {"".join(err)[-2000:]})')
 
 
 def test_a_latched_topic_read_without_transient_local_is_named(streams, make_env):
