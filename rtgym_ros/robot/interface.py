@@ -32,6 +32,7 @@ from rtgym_ros.robot.services import build_request, check_response, ServiceCalle
 from rtgym_ros.robot.slots import SignalSlot, Slot, wait_all
 from rtgym_ros.robot.spec import ObservationSlotSpec, RobotSpec, ServiceSpec, SignalSpec
 from rtgym_ros.ros.clock_reader import ClockReader
+from rtgym_ros.ros.deadline import SIM_TIME_SLACK
 from rtgym_ros.ros.deferred_log import DeferredLog
 from rtgym_ros.ros.graph import describe_publishers, describe_service, GraphWatch
 
@@ -251,7 +252,7 @@ class RosInterface(RealTimeGymInterface):
         if self.lockstep:
             # The simulator publishes its state, then /clock, at each target: topics are not
             # ordered, so the state of this very time may come just after the clock.
-            target = self.now() - 1e-9
+            target = self.now() - SIM_TIME_SLACK
             wait_all(self.slots, lambda slot: lambda: slot.stamp >= target,
                      timeout=options.reset_timeout)
         # Bounded on the node's clock: in a free-running simulator's seconds under sim time
@@ -484,7 +485,7 @@ class RosInterface(RealTimeGymInterface):
             self.resend_step()
             return
         remaining = target - self.now()
-        if remaining <= 1e-9:  # /clock has ns resolution
+        if remaining <= SIM_TIME_SLACK:
             return  # already there (a simulator that overshot): the deadline fires at once
         client = self._clients[id(step.service)]
         if not client.service_is_ready():

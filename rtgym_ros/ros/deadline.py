@@ -14,7 +14,8 @@ from typing import Callable
 from rclpy.node import Node
 from rtgym_ros.ros.clock_reader import ClockReader
 
-_SIM_TIME_SLACK = 1e-9  # /clock has ns resolution: 'reached' means within one tick
+SIM_TIME_SLACK = 1e-9
+"""/clock has ns resolution: a sim time is reached within one tick of it."""
 _MIN_WALL_LEAD = 50e-6  # below this, re-arming a timer costs more than sleeping
 TURN_ROOM = 4e-3
 """
@@ -111,7 +112,7 @@ class DeadlineTimer:
         clock = self._clock
         sim_time = clock.sim_time
         remaining = self._target - clock.now()
-        early = _SIM_TIME_SLACK if sim_time else max(self._lead, _MIN_WALL_LEAD)
+        early = SIM_TIME_SLACK if sim_time else max(self._lead, _MIN_WALL_LEAD)
         if turn and not sim_time and remaining >= TURN_ROOM:
             early = min(early, remaining / 2.0)
         if remaining <= early:
@@ -230,7 +231,7 @@ class ClockDeadline:
         self._post(self._fire_posted, generation)
 
     def _reached(self) -> bool:
-        return self._target is not None and self._now() >= self._target - _SIM_TIME_SLACK
+        return self._target is not None and self._now() >= self._target - SIM_TIME_SLACK
 
     def _fire_posted(self, generation: int) -> None:
         with self._changed:
