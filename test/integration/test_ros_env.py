@@ -212,12 +212,18 @@ def test_close_leaves_the_default_action_last(spawn, make_env):
     assert len(robot.commands()) == count, 'commands after close()'
 
 
-def test_on_stop_hold_keeps_the_last_values_on_stall_and_close(spawn, make_env):
+def robot_and_env(spawn, make_env, *, on_stop: str, **changes: Any) -> tuple[Any, gym.Env]:
+    """Return a robot and an env, reset, whose action group stops by ``on_stop``."""
     robot = spawn()
-    params = robot_params(watchdog_timeout=0.3)
-    params['actions']['cmd']['on_stop'] = 'hold'
+    params = robot_params(**changes)
+    params['actions']['cmd']['on_stop'] = on_stop
     env = make_env(robot, **params)
     env.reset()
+    return robot, env
+
+
+def test_on_stop_hold_keeps_the_last_values_on_stall_and_close(spawn, make_env):
+    robot, env = robot_and_env(spawn, make_env, on_stop='hold', watchdog_timeout=0.3)
     for a in (0.5, 0.75):
         env.step(act(a))
     time.sleep(0.3 + 4 * T)  # stalled: the watchdog stops the robot by holding 0.75
@@ -320,11 +326,7 @@ def test_nan_action_publishes_the_default_with_a_warning(spawn, make_env):
 
 
 def test_nan_under_hold_re_sends_the_previous_step_action(spawn, make_env):
-    robot = spawn()
-    params = robot_params(watchdog_timeout=0.0)
-    params['actions']['cmd']['on_stop'] = 'hold'
-    env = make_env(robot, **params)
-    env.reset()
+    robot, env = robot_and_env(spawn, make_env, on_stop='hold', watchdog_timeout=0.0)
     expected, buffered = [DEFAULT], []
     for k in range(10):
         down, up = f32(-0.5 + 0.01 * k), f32(0.5 - 0.01 * k)
@@ -342,11 +344,8 @@ def test_nan_under_hold_re_sends_the_previous_step_action(spawn, make_env):
 
 @pytest.mark.parametrize('on_stop', ['default', 'hold'])
 def test_nan_replacement_is_published_without_act_prepro_func(spawn, make_env, on_stop):
-    robot = spawn()
-    params = robot_params(act_prepro_func='prepro_functions:halve')
-    params['actions']['cmd']['on_stop'] = on_stop
-    env = make_env(robot, **params)
-    env.reset()
+    robot, env = robot_and_env(spawn, make_env, on_stop=on_stop,
+                               act_prepro_func='prepro_functions:halve')
     env.step(act(0.6))
     with pytest.warns(UserWarning, match='non-finite'):
         obs, *_ = env.step(act(math.nan))
