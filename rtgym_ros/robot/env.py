@@ -78,9 +78,14 @@ class RosEnv(RealTimeEnv):
         # (read-only arrays) by the user's thread at each step and reset, by whichever thread
         # sends a safe action. max_delta counts from it.
         self._pending: tuple[np.ndarray, np.ndarray, bool] | None = None
-        # The action step() handed over last, the reference it set and whether it replaced a
-        # non-finite one: the executor thread sees from it whether a safe action went out
-        # between the check and the publication, and what to publish for a replacement.
+        self._previous: tuple[np.ndarray, np.ndarray, bool] | None = None
+        # The actions step() handed over last and the time before (it may still be on its way
+        # when the next one is checked), each with the reference it set and whether it
+        # replaced a non-finite one: the executor thread knows from them a step's action
+        # from reset()'s, and what to publish for a replacement.
+        self._sent = self._reference
+        # The last target the robot got (executor thread, or a safe action from any thread):
+        # what a step's action is kept within max_delta of when it is published.
         self.recorder = None
         if spec.record is not None:  # rosbags is needed only then
             from rtgym_ros.record.recorder import EpisodeRecorder
@@ -120,15 +125,15 @@ class RosEnv(RealTimeEnv):
         are clipped into the action groups' bounds. A non-finite action's replacement is a
         safe action: published as it is, without ``act_prepro_func``.
         """
-        pending = self._pending
-        if pending is not None and action is pending[0]:
-            if pending[2]:  # a non-finite action's replacement: a safe action, as it is
-                if self.act_prepro_func is None:
-                    return action
-                # Held groups: the command last published (this thread publishes in order).
-                return np.asarray(self.safe_action(), dtype=np.float32)
-            if self._reference is not pending[1]:
-                action = self._limit_after_stop(action, pending)
+        handed = self._handed(action)
+        if handed is not None and handed[2]:  # a non-finite action's replacement: a safe action
+            self._sent = handed[1]
+            if self.act_prepro_func is None:
+                return action
+            # Held groups: the command last published (this thread publishes in order).
+            return np.asarray(self.safe_action(), dtype=np.float32)
+        if self._max_delta is not None:
+            action = self._within_reach(action, handed)
         if self.act_prepro_func is None:
             return action
         space = self.action_space
@@ -164,26 +169,41 @@ class RosEnv(RealTimeEnv):
         super().set_time_step_duration(time_step_duration, time_step_timeout_factor)
         self.interface.time_step_duration = float(time_step_duration)
 
-    def _limit_after_stop(self, action: np.ndarray, pending: tuple) -> np.ndarray:
-        """
-        Executor thread: limit an action checked before a safe action went out (the watchdog).
+    def _handed(self, action: np.ndarray) -> tuple | None:
+        """Executor thread: the hand-over of a step's ``action``; None for reset()'s action."""
+        for handed in (self._pending, self._previous):
+            if handed is not None and action is handed[0]:
+                return handed
+        return None
 
-        The robot got the safe action after the action was checked: it is clipped within
-        ``max_delta`` of it (under ``reject`` too: step() has returned).
+    def _within_reach(self, action: np.ndarray, handed: tuple | None) -> np.ndarray:
         """
-        reference = self._reference
+        Executor thread: keep a step's action within ``max_delta`` of the robot's last target.
+
+        step() checked it against the action before it. A safe action that went out since
+        (the watchdog, an error), or an earlier action clipped here, is the robot's target
+        now: the action is clipped within ``max_delta`` of it (under ``reject`` too: step()
+        has returned). reset()'s action goes out as it is.
+        """
+        target = self._sent
         limit = self._max_delta
-        if limit is not None and not (np.all(action >= reference - limit)
-                                      and np.all(action <= reference + limit)):
+        if handed is None:
+            sent = _frozen(action)
+        elif np.all(action >= target - limit) and np.all(action <= target + limit):
+            sent = handed[1]
+        else:
             self.rate_limited_actions += 1
-            action = np.clip(action, reference - limit, reference + limit).astype(np.float32)
-        if self._pending is pending:  # no later step: the next action counts from this one
-            self._reference = _frozen(action)
+            action = np.clip(action, target - limit, target + limit).astype(np.float32)
+            sent = _frozen(action)
+        self._sent = sent
+        if handed is not None and self._pending is handed and (
+                sent is not handed[1] or self._reference is not handed[1]):
+            self._reference = sent  # no later step yet: the next action counts from this one
         return action
 
     def _safe_action_sent(self, values: np.ndarray) -> None:
         """Any thread: the robot got its safe action; the next change counts from it."""
-        self._reference = _frozen(values)
+        self._reference = self._sent = _frozen(values)
 
     def _pause_interface(self) -> None:
         """Executor thread, ``wait()``: the interface sends the safe action (then pauses)."""
@@ -193,7 +213,7 @@ class RosEnv(RealTimeEnv):
             self._safe_action_sent(self.interface.last_action)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
-        self._pending = None  # reset() sends its action as it is, never limited
+        self._pending = self._previous = None  # reset() sends its action as it is
         obs, info = super().reset(seed=seed, options=options)
         self._reference = _frozen(self.act_buf[-1])  # what reset() sent
         if self.recorder is not None:
@@ -203,7 +223,7 @@ class RosEnv(RealTimeEnv):
     def step(self, action: Any) -> tuple:
         action, replaced = self._checked(action)
         reference = _frozen(action)
-        self._pending = (action, reference, replaced)
+        self._previous, self._pending = self._pending, (action, reference, replaced)
         self._reference = reference
         result = super().step(action)
         if self.recorder is not None:

@@ -439,11 +439,12 @@ def test_max_delta_ramps_again_from_the_safe_action_after_a_watchdog_stop(spawn,
 
 def test_max_delta_counts_from_a_safe_action_sent_after_the_check(spawn, make_env):
     robot = spawn()
-    env = _rate_limited_env(robot, make_env)
+    env = _rate_limited_env(robot, make_env, watchdog_timeout=30.0)  # only the test stops it
     inner = env.unwrapped
     env.reset()
     for a in (0.375, 0.625):
         env.step(act(a))
+    robot.wait_last(0.625)  # else it may come after the stop below (the next test's case)
     runner = inner._runner
     offer = runner.offer
 
@@ -454,11 +455,47 @@ def test_max_delta_counts_from_a_safe_action_sent_after_the_check(spawn, make_en
     runner.offer = stop_then_offer
     env.step(act(0.875))
     runner.offer = offer
+    robot.wait_last(0.375)  # published: the next check counts from it, not from the stop
     env.step(act(0.875))
     env.step(act(0.875))
     robot.wait_last(0.875)
     values = robot.values()
     assert values == [DEFAULT, 0.375, 0.625, DEFAULT, 0.375, 0.625, 0.875], values
+
+
+def test_max_delta_holds_for_an_action_still_on_its_way_at_a_stop(spawn, make_env):
+    robot = spawn()
+    env = _rate_limited_env(robot, make_env, watchdog_timeout=30.0)  # only the test stops it
+    inner = env.unwrapped
+    runner = inner._runner
+    env.reset()
+    env.step(act(0.375))
+    gate = threading.Event()
+    send_control = runner._send_control
+
+    def held_at_0_625(action):  # the executor thread is slow to publish 0.625
+        if float(action[0]) == 0.625:
+            gate.wait(10.0)
+        send_control(action)
+
+    runner._send_control = held_at_0_625
+    env.step(act(0.625))  # returns with 0.625 handed over, not yet published
+    offer = runner.offer
+
+    def stop_then_offer(action):  # 0.875 is checked against 0.625
+        inner._stop_robot()  # the robot gets the default before 0.625
+        gate.set()
+        offer(action)
+
+    runner.offer = stop_then_offer
+    env.step(act(0.875))
+    runner.offer, runner._send_control = offer, send_control
+    robot.wait_last(0.625)  # published: the next check counts from it, not from the stop
+    env.step(act(0.875))
+    robot.wait_last(0.875)
+    values = robot.values()
+    # 0.625 is clipped within 0.25 of the default the robot got first, and 0.875 of that.
+    assert values == [DEFAULT, 0.375, DEFAULT, 0.375, 0.625, 0.875], values
 
 
 def test_max_delta_counts_from_the_safe_action_wait_sent(spawn, make_env):
