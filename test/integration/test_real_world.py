@@ -18,7 +18,7 @@ from rclpy.publisher import Publisher
 from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
 from rclpy.service import Service
 from rclpy.subscription import Subscription
-from ros_probe import SimProcess, wait_until
+from ros_probe import RosoutLog, SimProcess, wait_until
 import rtgym_ros  # noqa: F401
 from sensor_msgs.msg import JointState
 from sim_clock import SimClock
@@ -34,6 +34,7 @@ class Streams:
     def __init__(self, probe) -> None:
         self._probe = probe
         self.ns = f'/real_world_{next_name()}'
+        self.log = RosoutLog(probe, self.ns)
         self._made: list[tuple[Any, Any]] = []
         self.closing = False
 
@@ -74,6 +75,7 @@ class Streams:
 
     def close(self) -> None:
         self.closing = True  # a timer callback already under way must not publish any more
+        self._probe.node.destroy_subscription(self.log.sub)
         destroy = {Publisher: self._probe.node.destroy_publisher,
                    Subscription: self._probe.node.destroy_subscription,
                    Service: self._probe.node.destroy_service}
@@ -353,7 +355,7 @@ def test_capture_waits_last_their_time_in_a_faster_simulator(streams, make_env, 
 # -- waits that end with a description of the graph --------------------------------------------
 
 
-def test_reset_timeout_names_the_publishers_of_another_type(streams, make_env, capfd):
+def test_reset_timeout_names_the_publishers_of_another_type(streams, make_env):
     from std_msgs.msg import String
     wrong = streams.publisher(String, 'joint_states')
     stop = threading.Event()
@@ -368,8 +370,7 @@ def test_reset_timeout_names_the_publishers_of_another_type(streams, make_env, c
         message = str(error.value)
         assert f'{streams.ns}/joint_states' in message and 'std_msgs/msg/String' in message
         assert 'expected sensor_msgs/msg/JointState' in message
-        wait_until(lambda: 'std_msgs/msg/String' in capfd.readouterr().err, 5.0,
-                   'the warning about a publisher of another type')
+        streams.log.wait_for('has a publisher of std_msgs/msg/String', 5.0)
     finally:
         stop.set()
         thread.join(1.0)
@@ -399,17 +400,16 @@ def test_a_reset_service_of_another_type_is_named(streams, make_env):
         'std_srvs/srv/Empty' in error, error
 
 
-def test_a_best_effort_sensor_and_a_reliable_slot_are_named(streams, make_env, capfd):
+def test_a_best_effort_sensor_and_a_reliable_slot_are_named(streams, make_env):
     streams.joint_states(['j0'], [0.0], rate=100.0, qos=qos_profile_sensor_data)
     env = make_env(streams.ns, params(['j0'], reset_timeout=1.0, joints={'qos': 'reliable'}))
     error = reset_error_once_matched(env, unmatched='no node publishes')
     assert 'publishes with QoS this subscription cannot match (Best effort publisher and ' \
         'reliable subscription): nothing is delivered; qos: sensor_data would match it' \
         in error, error
-    err = []
-    wait_until(lambda: err.append(capfd.readouterr().err) or 'cannot match' in ''.join(err),
-               20.0, lambda: f'the QoS warning (env alive: {env.unwrapped._runtime.alive()}; '
-               f'stderr: {"".join(err)[-2000:]})')
+    line = streams.log.wait_for('publishes with QoS this subscription cannot match (Best '
+                                'effort publisher and reliable subscription)', 10.0)
+    assert f'] {streams.ns}/joint_states: ' in line, line  # the 1 Hz graph check's warning
 
 
 def test_a_latched_topic_read_without_transient_local_is_named(streams, make_env):
@@ -424,23 +424,22 @@ def test_a_latched_topic_read_without_transient_local_is_named(streams, make_env
         'transient_local}' in error, error
 
 
-def test_a_reliable_driver_and_a_best_effort_action_are_named(streams, make_env, capfd):
+def test_a_reliable_driver_and_a_best_effort_action_are_named(streams, make_env):
     streams.joint_states(['j0'], [0.0], rate=100.0)
     streams.subscription(Float64MultiArray, 'command', 10)  # reliable, as most drivers
     config = params(['j0'])
     config['actions']['cmd']['qos'] = 'sensor_data'
     env = make_env(streams.ns, config)
     env.reset()
-    wait_until(lambda: f'the action topic {streams.ns}/command has subscribers with QoS this '
-               'publisher cannot match' in capfd.readouterr().err, 10.0, 'the QoS warning')
+    streams.log.wait_for(f'the action topic {streams.ns}/command has subscribers with QoS this '
+                         'publisher cannot match', 10.0)
 
 
-def test_an_action_topic_nobody_listens_to_is_warned_about(streams, make_env, capfd):
+def test_an_action_topic_nobody_listens_to_is_warned_about(streams, make_env):
     streams.joint_states(['j0'], [0.0], rate=100.0)
     env = make_env(streams.ns, params(['j0']))
     env.reset()
-    wait_until(lambda: 'nothing subscribes to the action topic' in capfd.readouterr().err,
-               10.0, 'the warning about the unheard action topic')
+    streams.log.wait_for(f'nothing subscribes to the action topic {streams.ns}/command', 10.0)
 
 
 def test_a_joint_never_published_fails_reset_naming_the_topic(streams, make_env):

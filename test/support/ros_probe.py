@@ -15,11 +15,12 @@ import time
 import traceback
 from typing import Any, Callable, List
 
+from rcl_interfaces.msg import Log
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from rtgym_ros.nodes import signals
 from rtgym_ros.ros.spin import SpinThread
@@ -119,6 +120,38 @@ class Recorder:
 
         wait_until(check, timeout, what)
         return found[0]
+
+
+class RosoutLog:
+    """
+    What the nodes of one namespace log, read from ``/rosout`` (late-joined lines too).
+
+    For a warning logged once by another thread: pytest's ``capfd.readouterr()`` truncates the
+    captured stderr after reading it, and loses a line written in between.
+    """
+
+    def __init__(self, probe: Probe, namespace: str) -> None:
+        self._prefix = namespace.strip('/').replace('/', '.') + '.'
+        self._lock = threading.Lock()
+        self._lines: List[str] = []
+        self.sub = probe.node.create_subscription(
+            Log, '/rosout', self._on_log, QoSProfile(
+                depth=1000, reliability=ReliabilityPolicy.RELIABLE,
+                durability=DurabilityPolicy.TRANSIENT_LOCAL))
+
+    def _on_log(self, log: Log) -> None:
+        if log.name.startswith(self._prefix):
+            with self._lock:
+                self._lines.append(f'[{log.name}] {log.msg}')
+
+    def lines(self) -> List[str]:
+        with self._lock:
+            return list(self._lines)
+
+    def wait_for(self, text: str, timeout: float) -> str:
+        """Return the first line that holds ``text``; fail after ``timeout`` s with all lines."""
+        return wait_until(lambda: next((line for line in self.lines() if text in line), None),
+                          timeout, lambda: f'{text!r} in /rosout; got {self.lines()}')
 
 
 class SimProcess:
