@@ -185,19 +185,21 @@ class RosEnv(RealTimeEnv):
         now: the action is clipped within ``max_delta`` of it (under ``reject`` too: step()
         has returned). reset()'s action goes out as it is.
         """
-        target = self._sent
-        limit = self._max_delta
         if handed is None:
-            sent = _frozen(action)
-        elif np.all(action >= target - limit) and np.all(action <= target + limit):
+            self._sent = _frozen(action)
+            return action
+        target = self._sent
+        # In float32, as the action: the check's bound, rounded so, is no step past it here.
+        low = (target - self._max_delta).astype(np.float32)
+        high = (target + self._max_delta).astype(np.float32)
+        if np.all(action >= low) and np.all(action <= high):
             sent = handed[1]
         else:
             self.rate_limited_actions += 1
-            action = np.clip(action, target - limit, target + limit).astype(np.float32)
+            action = np.clip(action, low, high)
             sent = _frozen(action)
         self._sent = sent
-        if handed is not None and self._pending is handed and (
-                sent is not handed[1] or self._reference is not handed[1]):
+        if self._pending is handed and (sent is not handed[1] or self._reference is not handed[1]):
             self._reference = sent  # no later step yet: the next action counts from this one
         return action
 

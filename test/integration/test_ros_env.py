@@ -437,6 +437,21 @@ def test_max_delta_ramps_again_from_the_safe_action_after_a_watchdog_stop(spawn,
     assert values == [DEFAULT, 0.375, 0.625, 0.875, DEFAULT, 0.375, 0.625, 0.875], values
 
 
+def test_max_delta_counts_each_limited_action_once(spawn, make_env):
+    robot = spawn()
+    params = robot_params()
+    params['actions']['cmd']['max_delta'] = [0.1]
+    env = make_env(robot, **params)
+    env.reset()
+    for a in [1.0] * 12 + [-1.0] * 12:  # up the ramp to 1.0 in 9 steps, then down 12
+        env.step(act(a))
+    robot.wait_commands(25)
+    values = robot.values()
+    assert np.all(np.abs(np.diff(values)) <= 0.1 + 1e-6), values
+    # The executor thread checks each again in float32 when it publishes: not counted again.
+    assert env.unwrapped.rate_limited_actions == 20
+
+
 def test_max_delta_counts_from_a_safe_action_sent_after_the_check(spawn, make_env):
     robot = spawn()
     env = _rate_limited_env(robot, make_env, watchdog_timeout=30.0)  # only the test stops it
