@@ -218,21 +218,31 @@ class RosInterface(RealTimeGymInterface):
         Publish each action group's slice of ``control``.
 
         ``control`` is an action the env checked (shape, finite, bounds: ``RosEnv``) or a safe
-        action made from the validated config: it is not checked again here.
+        action made from the validated config: it is not checked again here. A group whose
+        publication fails, or a recording that fails, keeps no other group from its command
+        (a safe action reaches every group it can); the first error is raised after.
         """
         if control is None:
             return
         stamp = self._clock.now().to_msg()
         start = 0
-        for index, (group, publisher) in enumerate(zip(self.spec.actions, self._publishers)):
+        messages = []
+        failed: Exception | None = None
+        for group, publisher in zip(self.spec.actions, self._publishers):
             message = group.writer.build(control[start:start + group.size],
                                          stamp=stamp if group.stamped else None)
-            publisher.publish(message)
-            if self._sent:
-                self._sent[index](message, stamp)
+            try:
+                publisher.publish(message)
+            except Exception as error:  # noqa: B902 - rclpy's errors; re-raised below
+                failed = failed or error
+            messages.append(message)
             start += group.size
         self.last_action = np.array(control, dtype=np.float32)
         self.last_action_time = self.now()
+        for record, message in zip(self._sent, messages):
+            record(message, stamp)
+        if failed is not None:
+            raise failed
 
     # -- observations -------------------------------------------------------------------------
 

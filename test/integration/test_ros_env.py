@@ -238,6 +238,29 @@ def test_on_stop_hold_keeps_the_last_values_on_stall_and_close(spawn, make_env):
     assert values[:3] == [DEFAULT, 0.5, 0.75] and values.count(0.75) >= 3, values
 
 
+def test_a_failing_action_group_keeps_no_other_from_the_safe_action(probe, spawn, make_env):
+    robot = spawn()
+    params = robot_params()
+    params['actions']['names'] = ['cmd', 'aux']
+    params['actions']['aux'] = {'topic': 'aux', 'type': 'std_msgs/msg/Float64MultiArray',
+                                'field': 'data', 'low': [-1.0], 'high': [1.0], 'default': [0.25]}
+    aux: list[float] = []
+    subscription = probe.node.create_subscription(
+        Float64MultiArray, f'{robot.ns}/aux', lambda message: aux.append(message.data[0]), 10)
+    try:
+        env = make_env(robot, **params)
+        env.reset()
+        env.step(np.array([0.5, 0.75], np.float32))
+        wait_until(lambda: aux[-1:] == [0.75], 5.0, f'0.75 on aux, got {aux}')
+        inner = env.unwrapped
+        first = inner.interface._publishers[0]
+        inner._runtime.call(lambda: inner._runtime.node.destroy_publisher(first))
+        inner._stop_robot()  # the first group's publication fails: logged
+        wait_until(lambda: aux[-1:] == [0.25], 5.0, f'the safe action on aux, got {aux}')
+    finally:
+        probe.node.destroy_subscription(subscription)
+
+
 @pytest.mark.parametrize('choice', ['lean', 'single', 'lean, served by rclpy'])
 def test_close_is_prompt_when_shutdown_races_the_executor_thread(monkeypatch, choice):
     monkeypatch.setenv(MAIN_EXECUTOR_VARIABLE, choice.split(',')[0])
