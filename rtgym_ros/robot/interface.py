@@ -63,6 +63,8 @@ class RosInterface(RealTimeGymInterface):
         """The env's T: the bound of the ``newer_than_action`` wait when none is configured."""
         self._node: Node | None = None
         self.last_action = spec.default_action.astype(np.float32)
+        """The target last sent (set before it is published; replaced, never changed)."""
+        self._holds = any(group.on_stop == 'hold' for group in spec.actions)
         self.last_action_time = -np.inf
         self.on_safe_action: Callable[[np.ndarray], None] | None = None
         """Called with each safe action ``send_safe_action_now`` published, on its thread."""
@@ -203,12 +205,18 @@ class RosInterface(RealTimeGymInterface):
         Any thread: publish ``safe_action`` at once, without the executor thread.
 
         rclpy publishers may publish from any thread; nothing here takes a lock that an
-        interface call on the executor thread could hold.
+        interface call on the executor thread could hold. ``on_stop: hold`` groups get the
+        target last sent, read here. Should the executor thread send a newer one meanwhile,
+        that one is sent again after: the robot never ends on the older target.
         """
         if not self._publishers:
             return False
-        values = np.asarray(safe_action, dtype=np.float32).reshape(-1)
+        held = self.last_action
+        values = self.get_safe_action(safe_action, last=held)
         self.send_control(values)
+        if self._holds and self.last_action is not held:  # an action went out meanwhile
+            values = self.get_safe_action(safe_action, last=self.last_action)
+            self.send_control(values)
         if self.on_safe_action is not None:
             self.on_safe_action(values)
         return True
@@ -224,6 +232,8 @@ class RosInterface(RealTimeGymInterface):
         """
         if control is None:
             return
+        # First: a safe action sent meanwhile from another thread holds this target.
+        self.last_action = np.array(control, dtype=np.float32)
         stamp = self._clock.now().to_msg()
         start = 0
         messages = []
@@ -237,7 +247,6 @@ class RosInterface(RealTimeGymInterface):
                 failed = failed or error
             messages.append(message)
             start += group.size
-        self.last_action = np.array(control, dtype=np.float32)
         self.last_action_time = self.now()
         for record, message in zip(self._sent, messages):
             record(message, stamp)

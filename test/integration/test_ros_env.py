@@ -238,6 +238,26 @@ def test_on_stop_hold_keeps_the_last_values_on_stall_and_close(spawn, make_env):
     assert values[:3] == [DEFAULT, 0.5, 0.75] and values.count(0.75) >= 3, values
 
 
+def test_a_hold_stop_racing_a_publication_ends_on_the_newer_target(spawn, make_env):
+    robot, env = robot_and_env(spawn, make_env, on_stop='hold', watchdog_timeout=30.0)
+    env.step(act(0.5))
+    robot.wait_last(0.5)
+    sent = len(robot.values())
+    interface = env.unwrapped.interface
+    publisher = interface._publishers[0]
+    publish = publisher.publish
+
+    def racing_publish(message):  # the executor thread sends 0.75 just as the stop sends
+        publisher.publish = publish
+        interface.send_control(np.array([0.75], np.float32))
+        publish(message)
+
+    publisher.publish = racing_publish
+    env.unwrapped._stop_robot()  # holds the target it read: 0.5, then 0.75 once it sees it
+    wait_until(lambda: robot.values()[sent:] == [0.75, 0.5, 0.75], 5.0,
+               lambda: f'the newer target held last, got {robot.values()[sent:]}')
+
+
 def test_a_failing_action_group_keeps_no_other_from_the_safe_action(probe, spawn, make_env):
     robot = spawn()
     params = robot_params()
