@@ -76,6 +76,7 @@ class RosInterface(RealTimeGymInterface):
         self._step_asked: tuple[float, int | None] | None = None  # target, physics steps
         self._step_answer = 'no answer yet'
         self._topics: dict[str, str] = {}
+        self._subscriptions: list = []  # the slots' (rclpy), for their matched publishers
         self._graph_watch: GraphWatch | None = None
         self._clients: dict[int, Any] = {}
         self.paused = False
@@ -104,14 +105,15 @@ class RosInterface(RealTimeGymInterface):
         for slot_spec in self.spec.observations:
             slot = Slot(slot_spec, now=self.now,
                         stamp_tolerance=self.spec.options.stamp_tolerance)
-            if serialized_images and self._subscribe_serialized(slot_spec, slot):
-                self._topics[slot.name] = self._io_node.resolve_topic_name(slot_spec.topic)
-            else:
+            subscription = (self._subscribe_serialized(slot_spec, slot) if serialized_images
+                            else None)
+            if subscription is None:
                 subscription = self._io_node.create_subscription(
                     slot_spec.reader.msg_type, slot_spec.topic,
                     self._recorded(slot_spec.topic, slot_spec.reader.msg_type, slot.store),
                     slot_spec.qos)
-                self._topics[slot.name] = subscription.topic_name
+            self._topics[slot.name] = subscription.topic_name
+            self._subscriptions.append(subscription)
             self.slots.append(slot)
         for name in ('reward', 'termination'):
             signal: SignalSpec | None = getattr(self.spec, name)
@@ -141,20 +143,19 @@ class RosInterface(RealTimeGymInterface):
             return callback
         return self.recorder.tap(self._io_node.resolve_topic_name(topic), msg_type, callback)
 
-    def _subscribe_serialized(self, slot_spec: ObservationSlotSpec, slot: Slot) -> bool:
-        """Take an image slot's messages serialized; False when it is no image or impossible."""
+    def _subscribe_serialized(self, slot_spec: ObservationSlotSpec, slot: Slot) -> Any:
+        """Take an image slot's messages serialized: the subscription, or None if not."""
         subscribe = getattr(self._io_node, 'create_serialized_subscription', None)
         if subscribe is None or interface_name(slot_spec.reader.msg_type) != IMAGE:
-            return False
+            return None
         try:
-            subscribe(slot_spec.reader.msg_type, slot_spec.topic,
-                      lambda data: slot.store(decode_image(data)), slot_spec.qos)
+            return subscribe(slot_spec.reader.msg_type, slot_spec.topic,
+                             lambda data: slot.store(decode_image(data)), slot_spec.qos)
         except OSError as error:
             self._log.warning('serialized images', f'observations.{slot.name}: image messages '
                               f'are taken as rclpy messages, on the io thread ({error}); set '
                               f'{IMAGE_TAKE_VARIABLE}=message to silence this')
-            return False
-        return True
+            return None
 
     def now(self) -> float:
         return self._clock_reader.now()
@@ -398,10 +399,11 @@ class RosInterface(RealTimeGymInterface):
         timeout = self.spec.options.reset_timeout
         if self.lockstep:
             # A paused simulator announces its reset state once, on a volatile topic: a slot
-            # whose subscription does not know the publisher yet (discovery) would lose it.
+            # whose subscription is not matched with a publisher yet (discovery) would lose
+            # it. Matched, not only in the graph: DDS matches the endpoints after that.
             start = time.monotonic()
             self._services.wait_until(lambda: all(
-                self._io_node.count_publishers(topic) for topic in self._topics.values()),
+                subscription.get_publisher_count() for subscription in self._subscriptions),
                 timeout)
             timeout = max(0.0, timeout - (time.monotonic() - start))
         counts = {slot.name: slot.count for slot in self.slots}

@@ -33,6 +33,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
 from rclpy.signals import SignalHandlerOptions
+from rclpy.subscription import Subscription
 from rclpy.time_source import TimeSource
 
 from rtgym_ros.ros.clock_reader import ClockReader
@@ -361,7 +362,7 @@ class IoNode(Node):
 
     def create_serialized_subscription(self, msg_type: type, topic: str,
                                        callback: Callable[[memoryview], None],
-                                       qos_profile: QoSProfile) -> None:
+                                       qos_profile: QoSProfile) -> Subscription:
         """
         Subscribe with ``callback(view)`` on the CDR bytes of each message, taken without the GIL.
 
@@ -373,7 +374,7 @@ class IoNode(Node):
             ``create_subscription`` instead.
         """
         topic = self.resolve_topic_name(topic)
-        self._serialized_receiver().subscribe(msg_type, topic, callback, qos_profile)
+        return self._serialized_receiver().subscribe(msg_type, topic, callback, qos_profile)
 
 
 MAIN_EXECUTOR_VARIABLE = 'RTGYM_ROS_MAIN_EXECUTOR'

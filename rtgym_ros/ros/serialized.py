@@ -30,6 +30,7 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
+from rclpy.subscription import Subscription
 
 _WAIT_NS = 100_000_000  # the longest a stop request waits to be noticed if the wake is missed
 _SPARE_BUFFERS = 2
@@ -215,12 +216,13 @@ class SerializedReceiver:
         self.failure: BaseException | None = None
 
     def subscribe(self, msg_type: type, topic: str, callback: Callable[[memoryview], None],
-                  qos_profile: QoSProfile) -> None:
+                  qos_profile: QoSProfile) -> Subscription:
         """
         Subscribe to ``topic``; ``callback(view)`` gets each message's CDR bytes, read-only.
 
         The callback runs on the receiving thread; the view stays valid as long as it (or an
-        array made from it) is referred to.
+        array made from it) is referred to. Returns the rclpy subscription (for its matched
+        publishers; nothing takes from it but this receiver).
         """
         with self._lock:
             if self._stop.is_set():
@@ -231,6 +233,7 @@ class SerializedReceiver:
                 msg_type, topic, _never_called, qos_profile, raw=True)
             self._entries.append(_Entry(subscription, SerializedBuffers(self._rcl), callback))
         self._wake.trigger()
+        return subscription
 
     def _start(self) -> None:
         name, namespace = self._node_args

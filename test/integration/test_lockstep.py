@@ -14,8 +14,11 @@ from emulated_robots import act, CHILD_ENV, next_name, REPO
 import gymnasium as gym
 import numpy as np
 import pytest
-from ros_probe import die_with_parent, SimProcess, wait_until
+from rclpy.time import Time
+from ros_probe import die_with_parent, Recorder, SimProcess, wait_until
+from rosgraph_msgs.msg import Clock
 import rtgym_ros  # noqa: F401
+from sensor_msgs.msg import JointState
 
 ROBOT = str(REPO / 'config' / 'robots' / 'pendulum_sim.yaml')
 LOCKSTEP = {'use_sim_time': True, 'stepping': 'lockstep', 'step': {'topic': 'step_until'}}
@@ -65,6 +68,26 @@ def test_lockstep_never_times_out_and_advances_exactly(lockstep_sim):
     result = run_episode(sim, steps=40, pause=3 * T)  # the agent is 3x slower than real time
     assert result['timeouts'] == 0
     assert result['elapsed'] == pytest.approx(40 * T, abs=1e-6)
+
+
+def test_the_paused_simulator_says_its_state_again_until_a_request(lockstep_sim, probe):
+    sim = lockstep_sim()
+    step = probe.node.create_publisher(Clock, f'{sim.ns}/step_until', 10)
+    wait_until(step.get_subscription_count, 30.0, f'sim_robot at {sim.ns}')
+    # Subscribed after the start's announcement, as an env that matched late.
+    states = Recorder(probe, JointState, f'{sim.ns}/pendulum/joint_states')
+    try:
+        states.wait_for(lambda state: state.header.stamp.nanosec == 0, since=0.0,
+                        timeout=5.0, what='the start state, said again')
+        step.publish(Clock(clock=Time(nanoseconds=int(T * 1e9)).to_msg()))
+        states.wait_for(lambda state: state.header.stamp.nanosec == int(T * 1e9), since=0.0,
+                        timeout=5.0, what='the state at the target')
+        idle = time.monotonic() + 0.3
+        time.sleep(0.6)
+        assert states.since(idle) == [], 'the state said again after a request'
+    finally:
+        probe.node.destroy_subscription(states.sub)
+        probe.node.destroy_publisher(step)
 
 
 def test_lockstep_is_deterministic(lockstep_sim):

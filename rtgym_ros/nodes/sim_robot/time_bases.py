@@ -302,7 +302,9 @@ class Lockstep(SimTime):
     target, JointState stamped with the time reached (unless the rate sample is of that very
     time) and then /clock; no /clock in between (``clock_rate`` is for ``publish_clock``). A
     target not ahead of the time is ignored, so a repeated request is harmless. A thread says
-    the time again while no request comes, for nodes that came late (/clock is volatile).
+    the time again while no request comes, for nodes that came late (/clock is volatile), and,
+    until the first request after a start or reset, the state too: an env whose subscription
+    matched just after the announcement would wait for it in vain.
     """
 
     def __init__(self, node: Node, physics: Physics, *, clock_rate: float, reset_time: bool,
@@ -311,6 +313,7 @@ class Lockstep(SimTime):
         super().__init__(node, physics, clock_rate=clock_rate, reset_time=reset_time,
                          guard=guard)
         self._last_request = 0.0  # time.monotonic() of the last step_until
+        self._announcement: Outbox | None = None  # since a start or reset, no request since
         node.create_subscription(Clock, step_topic, guard(self._on_step_until),
                                  QoSProfile(depth=10))
 
@@ -337,11 +340,13 @@ class Lockstep(SimTime):
         out: Outbox = [(self._clock_pub, t)]
         self._physics.sample_now(out)
         publish(out)
+        self._announcement = out
 
     def _on_step_until(self, msg: Clock) -> None:
         target = Time.from_msg(msg.clock).nanoseconds
         physics = self._physics
         self._last_request = time.monotonic()
+        self._announcement = None
         while not self._stop.is_set():
             out: Outbox = []
             with physics.lock:
@@ -363,10 +368,13 @@ class Lockstep(SimTime):
                 return
 
     def _run_sim_loop(self) -> None:
-        """Say the time again after 0.1 s (wall) without a request."""
+        """Say the time (the state too, after a start or reset) after 0.1 s without a request."""
         while not self._stop.wait(_IDLE_ANNOUNCE):
             if time.monotonic() - self._last_request < _IDLE_ANNOUNCE:
                 continue
             with self._physics.lock:
+                if self._announcement is not None:  # the very messages again, no new sample,
+                    publish(self._announcement)  # before a request can step past them
+                    continue
                 now = self._physics.t
             self._clock_pub.publish(Clock(clock=Time(nanoseconds=now).to_msg()))
