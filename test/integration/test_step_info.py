@@ -18,6 +18,7 @@ from emulated_robots import act, CHILD_ENV, DEFAULT, REPO, robot_params, write_c
 import gymnasium as gym
 import numpy as np
 import pytest
+from ros_probe import RosoutLog
 import rtgym_ros
 from std_msgs.msg import Float64
 
@@ -133,36 +134,41 @@ def steps_until_stale(env: gym.Env, limit: int = 60) -> dict:
     raise AssertionError(f'no stale observation within {limit} steps')
 
 
-def test_stale_counts_and_a_rate_limited_line_under_flag(spawn, make_env, capfd):
+def test_stale_counts_and_a_rate_limited_line_under_flag(probe, spawn, make_env):
     robot = spawn()
-    env = make_env(robot, joints={'max_age': 0.1, 'on_stale': 'flag', 'stale_warn_steps': 5})
-    env.reset()
-    for _ in range(10):
-        info = env.step(act(0.5))[-1]
-    assert 'stale_steps' not in info
-    time.sleep(1.2)  # a log flush with nothing to say
-    assert 'has been stale' not in capfd.readouterr().err
-    robot.control('silent')
-    first = steps_until_stale(env)
-    runs = [first['stale_steps']['joints']]
-    for _ in range(7):
-        runs.append(env.step(act(0.5))[-1]['stale_steps']['joints'])
-    assert runs == list(range(1, 9)), runs
-    time.sleep(1.2)
-    err = capfd.readouterr().err
-    lines = [line for line in err.splitlines() if 'has been stale for' in line]
-    assert 1 <= len(lines) <= 2, err  # at most one line a second
-    assert re.search(r'observations\.joints \(joint_states\) has been stale for \d+ steps '
-                     r'\(age [0-9.]+ s > max_age 0\.1 s\): observations and rewards use old '
-                     r'data \(on_stale: flag\)', lines[0]), lines
-    robot.control('run')
-    for _ in range(60):
-        info = env.step(act(0.5))[-1]
-        if not info['stale']:
-            break
-    assert not info['stale'] and 'stale_steps' not in info
-    robot.control('silent')
-    assert steps_until_stale(env)['stale_steps'] == {'joints': 1}, 'the count starts again'
+    log = RosoutLog(probe, robot.ns)
+    try:
+        env = make_env(robot, joints={'max_age': 0.1, 'on_stale': 'flag',
+                                      'stale_warn_steps': 5})
+        env.reset()
+        for _ in range(10):
+            info = env.step(act(0.5))[-1]
+        assert 'stale_steps' not in info
+        time.sleep(1.2)  # a log flush with nothing to say
+        assert not [line for line in log.lines() if 'has been stale' in line]
+        robot.control('silent')
+        first = steps_until_stale(env)
+        runs = [first['stale_steps']['joints']]
+        for _ in range(7):
+            runs.append(env.step(act(0.5))[-1]['stale_steps']['joints'])
+        assert runs == list(range(1, 9)), runs
+        line = log.wait_for('has been stale for', 5.0)
+        assert re.search(r'observations\.joints \(joint_states\) has been stale for \d+ steps '
+                         r'\(age [0-9.]+ s > max_age 0\.1 s\): observations and rewards use '
+                         r'old data \(on_stale: flag\)', line), line
+        time.sleep(1.2)  # the next flush, had it more to say
+        lines = [line for line in log.lines() if 'has been stale for' in line]
+        assert 1 <= len(lines) <= 2, lines  # at most one line a second, for 8 steps
+        robot.control('run')
+        for _ in range(60):
+            info = env.step(act(0.5))[-1]
+            if not info['stale']:
+                break
+        assert not info['stale'] and 'stale_steps' not in info
+        robot.control('silent')
+        assert steps_until_stale(env)['stale_steps'] == {'joints': 1}, 'the count starts again'
+    finally:
+        probe.node.destroy_subscription(log.sub)
 
 
 def test_an_episode_ends_when_the_robot_is_gone(spawn, make_env):
