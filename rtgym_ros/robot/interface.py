@@ -215,7 +215,9 @@ class RosInterface(RealTimeGymInterface):
         held = self.last_action
         values = self.get_safe_action(safe_action, last=held)
         self.send_control(values)
-        if self._holds and self.last_action is not held:  # an action went out meanwhile
+        # send_control replaced last_action with these values: another target there now is
+        # one the executor thread sent meanwhile.
+        if self._holds and not np.array_equal(self.last_action, values):
             values = self.get_safe_action(safe_action, last=self.last_action)
             self.send_control(values)
         if self.on_safe_action is not None:

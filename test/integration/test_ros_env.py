@@ -840,3 +840,17 @@ def test_newer_than_action_waits_up_to_one_time_step_by_default(spawn, make_env)
     # Without the wait a capture right after the action is almost never fresh; a sensor
     # message delayed past 0.1 s by a loaded machine may miss one (seen once in a CI run).
     assert sum(fresh) >= 7, fresh
+
+
+def test_a_hold_stop_without_a_race_publishes_the_safe_action_once(spawn, make_env):
+    robot, env = robot_and_env(spawn, make_env, on_stop='hold', watchdog_timeout=30.0)
+    env.step(act(0.5))
+    robot.wait_last(0.5)
+    env.step(act(0.75))
+    robot.wait_last(0.75)
+    time.sleep(3 * T)  # the time-step of 0.75 is over: nothing else goes out meanwhile
+    sent = len(robot.values())
+    env.unwrapped._stop_robot()  # as the watchdog, an error or Ctrl-C stop it
+    robot.wait_commands(sent + 1)
+    time.sleep(0.3)
+    assert robot.values()[sent:] == [0.75], 'one stop, one safe action'
