@@ -164,6 +164,10 @@ class RosEnv(RealTimeEnv):
             'steps or more (truncate_on_stale): is the robot gone?')
         return 'stale_observations'
 
+    def set_default_action(self, default_action: Any) -> None:
+        super().set_default_action(default_action)
+        self.interface.default_action = self.default_action  # wait() sends it too
+
     def set_time_step_duration(self, time_step_duration: float,
                                time_step_timeout_factor: float | None = None) -> None:
         super().set_time_step_duration(time_step_duration, time_step_timeout_factor)

@@ -64,6 +64,8 @@ class RosInterface(RealTimeGymInterface):
         self._node: Node | None = None
         self.last_action = spec.default_action.astype(np.float32)
         """The target last sent (set before it is published; replaced, never changed)."""
+        self.default_action = spec.default_action.astype(np.float32)
+        """What ``wait()`` stops the robot with: the env's (``set_default_action``)."""
         self._holds = any(group.on_stop == 'hold' for group in spec.actions)
         self.last_action_time = -np.inf
         self.on_safe_action: Callable[[np.ndarray], None] | None = None
@@ -475,7 +477,7 @@ class RosInterface(RealTimeGymInterface):
         Not in lockstep: the simulator stays paused between the env's step requests, and an
         unpause at the next reset would let it run free until the first one.
         """
-        self.send_control(self.get_safe_action(self.spec.default_action))
+        self.send_control(self.get_safe_action(self.default_action))
         if self.spec.pause is not None and not self.lockstep:
             self._call(self.spec.pause, key='pause')
             self.paused = True

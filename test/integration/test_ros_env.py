@@ -854,3 +854,16 @@ def test_a_hold_stop_without_a_race_publishes_the_safe_action_once(spawn, make_e
     robot.wait_commands(sent + 1)
     time.sleep(0.3)
     assert robot.values()[sent:] == [0.75], 'one stop, one safe action'
+
+
+def test_wait_sends_the_default_action_set_by_set_default_action(spawn, make_env):
+    robot = spawn()
+    env = make_env(robot, watchdog_timeout=30.0)
+    env.unwrapped.set_default_action(act(0.375))
+    env.reset()
+    env.step(act(0.5))
+    env.unwrapped.wait()  # as at each episode's end (wait_on_done)
+    robot.wait_last(0.375)
+    env.close()
+    robot.wait_commands(4)
+    assert robot.values() == [0.375, 0.5, 0.375, 0.375], robot.values()
