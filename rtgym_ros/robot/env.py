@@ -261,10 +261,14 @@ class RosEnv(RealTimeEnv):
             # the robot: not the interface's last published action.
             return self.interface.get_safe_action(self.default_action,
                                                   last=self._reference), True
+        # Checked as the float32 it is applied as: a bound of the config is the float32 bound
+        # of the space, and 0.7 given as a float64 is in [-0.7, 0.7] once it is a float32.
+        with np.errstate(over='ignore'):  # finite beyond float32: inf, out of bounds
+            values = values.astype(np.float32)
         values, _ = self._keep_within(
             values, space.low, space.high,
             lambda: f'is outside the bounds [{space.low.tolist()}, {space.high.tolist()}]')
-        return self._limit_rate(values).astype(np.float32), False
+        return self._limit_rate(values), False
 
     def _limit_rate(self, values: np.ndarray) -> np.ndarray:
         """
@@ -278,8 +282,10 @@ class RosEnv(RealTimeEnv):
         if limit is None:
             return values
         previous = self._reference.astype(np.float64)
+        # In float32, as the action and as the check at publication (_within_reach): a float32
+        # ramp of max_delta a step is no step past the bound.
         values, clipped = self._keep_within(
-            values, previous - limit, previous + limit,
+            values, (previous - limit).astype(np.float32), (previous + limit).astype(np.float32),
             lambda: f'moves more than max_delta {limit.tolist()} from the last target '
                     f'{previous.tolist()}')
         self.rate_limited_actions += clipped

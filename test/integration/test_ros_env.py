@@ -867,3 +867,33 @@ def test_wait_sends_the_default_action_set_by_set_default_action(spawn, make_env
     env.close()
     robot.wait_commands(4)
     assert robot.values() == [0.375, 0.5, 0.375, 0.375], robot.values()
+
+
+def test_an_action_at_a_configured_bound_is_not_rejected(spawn, make_env):
+    robot = spawn()
+    params = robot_params(action_policy='reject')
+    params['actions']['cmd'].update(low=[-0.7], high=[0.7])  # float32(0.7) < 0.7 < ...
+    env = make_env(robot, **params)
+    env.reset()
+    for bound in ([0.7], np.array([-0.7]), [0.7]):  # in the space: it holds them as float32
+        assert env.action_space.contains(np.asarray(bound, np.float32))
+        env.step(bound)
+    robot.wait_commands(4)
+    assert robot.values()[:4] == [DEFAULT, f32(0.7), f32(-0.7), f32(0.7)]
+    assert env.unwrapped.rejected_actions == 0
+
+
+def test_a_float32_ramp_of_max_delta_a_step_is_not_rejected(spawn, make_env):
+    robot = spawn()
+    params = robot_params(action_policy='reject')
+    params['actions']['cmd']['max_delta'] = [0.05]
+    env = make_env(robot, **params)
+    obs, _ = env.reset()
+    ramp = []
+    for _ in range(8):  # the agent's own limiter, in the float32 of its observations
+        action = obs['action_buffer'][-1] + np.float32(0.05)
+        obs, *_ = env.step(action)
+        ramp.append(float(action[0]))
+    robot.wait_commands(9)
+    assert robot.values()[:9] == [DEFAULT] + ramp
+    assert env.unwrapped.rejected_actions == 0
