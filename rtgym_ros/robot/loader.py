@@ -18,8 +18,10 @@ from rclpy.validate_topic_name import validate_topic_name
 from rtgym_ros.core.config import ACTION_BUFFER_KEY, ROS_DEFAULTS, RTGYM_DEFAULTS
 from rtgym_ros.core.validate import (check_bool, check_choice, check_int, check_number,
                                      check_vector, short_repr)
+from rtgym_ros.msgconv.fields import JOINT_TRAJECTORY
 from rtgym_ros.msgconv.readers import compile_reader, FieldReader
-from rtgym_ros.msgconv.type_names import load_message_type, load_service_type
+from rtgym_ros.msgconv.type_names import (interface_name, load_message_type,
+                                          load_service_type)
 from rtgym_ros.msgconv.writers import compile_writer
 from rtgym_ros.record.config import record_spec
 from rtgym_ros.robot.callables import load_callable
@@ -236,6 +238,13 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
         raise ValueError(f'{key}.default must lie within low and high, got {short_repr(default)}')
     stamp = entry.get('stamp', 'now')
     check_choice(stamp, ('now', 'zero'), key=f'{key}.stamp')
+    if interface_name(msg_type) == JOINT_TRAJECTORY and stamp == 'now' \
+            and not entry.get('time_from_start'):
+        raise ValueError(
+            f'{key}: a {JOINT_TRAJECTORY} point of time_from_start 0 with stamp: now is due at '
+            'its stamp, which has passed when a controller receives it '
+            '(joint_trajectory_controller refuses a trajectory that ends in the past): give '
+            'time_from_start > 0, or stamp: zero (start on receipt)')
     max_delta = None
     if entry.get('max_delta') is not None:
         max_delta = check_vector(entry['max_delta'], key=f'{key}.max_delta')

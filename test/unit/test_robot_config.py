@@ -233,6 +233,11 @@ ERRORS: dict[str, tuple[Callable[[dict], Any], list[str]]] = {
                            ['actions.effort.max_delta', 'finite']),
     'max_delta_text': (lambda p: action(p).update(max_delta='fast'),
                        ['actions.effort.max_delta', 'list of numbers', "'fast'"]),
+    'trajectory_point_due_at_its_stamp': (
+        lambda p: action(p).update(type='trajectory_msgs/msg/JointTrajectory', field='positions',
+                                   joint_names=['j0']),
+        ['actions.effort', 'time_from_start 0', 'stamp: now', 'ends in the past',
+         'stamp: zero']),
     'on_stop': (lambda p: action(p).update(on_stop='brake'),
                 ['actions.effort.on_stop', 'default, hold', "'brake'"]),
     'observation_bound_size': (lambda p: observation(p).update(low=[0.0, 0.0, 0.0]),
