@@ -137,7 +137,9 @@ class RosEnv(RealTimeEnv):
         if self.act_prepro_func is None:
             return action
         space = self.action_space
-        command = np.asarray(self.act_prepro_func(action), dtype=np.float64)
+        # A copy: a function that works in place (``*=``) must not change the buffered action,
+        # nor the default action that reset() hands over.
+        command = np.asarray(self.act_prepro_func(action.copy()), dtype=np.float64)
         if command.shape != space.shape:
             raise ValueError(f'act_prepro_func must return an action of shape {space.shape}, '
                              f'got shape {command.shape}')

@@ -897,3 +897,19 @@ def test_a_float32_ramp_of_max_delta_a_step_is_not_rejected(spawn, make_env):
     robot.wait_commands(9)
     assert robot.values()[:9] == [DEFAULT] + ramp
     assert env.unwrapped.rejected_actions == 0
+
+
+def test_an_act_prepro_func_that_works_in_place_changes_no_buffered_or_default_action(
+        spawn, make_env):
+    robot, env = robot_and_env(spawn, make_env, on_stop='default', watchdog_timeout=30.0,
+                               act_prepro_func='prepro_functions:halve_in_place')
+    obs, *_ = env.step(act(0.6))
+    obs, *_ = env.step(act(0.6))
+    assert obs['action_buffer'][:, 0].tolist() == [f32(0.6), f32(0.6)]  # the actions given
+    env.reset()  # its action is the default, halved once on its way out
+    env.unwrapped.wait()
+    env.close()
+    half = f32(f32(0.6) * 0.5)
+    robot.wait_commands(6)
+    assert env.unwrapped.default_action.tolist() == [DEFAULT]
+    assert robot.values() == [DEFAULT / 2, half, half, DEFAULT / 2, DEFAULT, DEFAULT]

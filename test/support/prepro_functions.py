@@ -33,3 +33,9 @@ def wrong_shape(action: np.ndarray) -> np.ndarray:
 def fails(obs: dict) -> dict:
     """Raise, as a function written for another observation does."""
     raise KeyError('no such key')
+
+
+def halve_in_place(action: np.ndarray) -> np.ndarray:
+    """Halve the action where it is and return it, as numpy code often does (``*=``)."""
+    action *= 0.5
+    return action
