@@ -98,6 +98,7 @@ class RosInterface(RealTimeGymInterface):
         self._clock_reader = ClockReader(self._clock)
         self._publishers = [node.create_publisher(group.writer.msg_type, group.topic, group.qos)
                             for group in self.spec.actions]
+        self._check_one_group_per_topic()
         if self.recorder is not None:
             self.recorder.bind_node(node)
             self._sent = [self.recorder.published(publisher.topic_name, group.writer.msg_type)
@@ -137,6 +138,22 @@ class RosInterface(RealTimeGymInterface):
         self._graph_watch = GraphWatch(node, self._publishers, {
             self._topics[slot.name]: (interface_name(slot.reader.msg_type), slot.spec.qos)
             for slot in self.slots})
+
+    def _check_one_group_per_topic(self) -> None:
+        """
+        Refuse two action groups on one topic (resolved: ``cmd_vel`` may be ``/r1/cmd_vel``).
+
+        Each group publishes a message of its own with the other group's fields left zero:
+        a robot would get ``linear.x = v, angular.z = 0``, then ``linear.x = 0, angular.z = w``.
+        """
+        groups: dict[str, str] = {}
+        for group, publisher in zip(self.spec.actions, self._publishers):
+            other = groups.setdefault(publisher.topic_name, group.name)
+            if other != group.name:
+                raise ValueError(
+                    f'actions.{other} and actions.{group.name} publish on the same topic '
+                    f'{publisher.topic_name}: each would send a message of its own, the other '
+                    "group's fields left zero; give one group all the fields of that topic")
 
     def _recorded(self, topic: str, msg_type: type,
                   callback: Callable[[Any], None]) -> Callable[[Any], None]:

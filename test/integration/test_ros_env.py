@@ -913,3 +913,19 @@ def test_an_act_prepro_func_that_works_in_place_changes_no_buffered_or_default_a
     robot.wait_commands(6)
     assert env.unwrapped.default_action.tolist() == [DEFAULT]
     assert robot.values() == [DEFAULT / 2, half, half, DEFAULT / 2, DEFAULT, DEFAULT]
+
+
+def test_two_action_groups_on_one_topic_are_refused(tmp_path):
+    params = robot_params()
+    ns = f'/ros_env_{os.getpid()}_{next_name()}'
+    params['actions'] = {  # cmd_vel resolves to /ns/cmd_vel: the same topic
+        'names': ['linear', 'angular'],
+        'linear': {'topic': f'{ns}/cmd_vel', 'type': 'geometry_msgs/msg/Twist',
+                   'field': 'linear.x', 'low': [-1.0], 'high': [1.0]},
+        'angular': {'topic': 'cmd_vel', 'type': 'geometry_msgs/msg/Twist',
+                    'field': 'angular.z', 'low': [-1.0], 'high': [1.0]}}
+    config = write_config(tmp_path / 'robot.yaml', params)
+    # Each would publish a Twist of its own, the other's field zero: the robot would get
+    # linear.x = v, angular.z = 0, then linear.x = 0, angular.z = w, every time-step.
+    with pytest.raises(ValueError, match=f'actions.linear and actions.angular .*{ns}/cmd_vel'):
+        gym.make('rtgym_ros/ros-v1', robot_config=str(config), namespace=ns)
