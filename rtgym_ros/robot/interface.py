@@ -14,6 +14,7 @@ them on the io node as rclpy messages.
 
 import math
 import os
+import threading
 import time
 from typing import Any, Callable
 
@@ -25,7 +26,7 @@ from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from rtgym_ros.core.interface import RealTimeGymInterface
 from rtgym_ros.core.validate import short_repr
-from rtgym_ros.msgconv.fields import IMAGE
+from rtgym_ros.msgconv.fields import IMAGE, JOINT_STATE, JOINT_TRAJECTORY
 from rtgym_ros.msgconv.image_cdr import decode_image
 from rtgym_ros.msgconv.type_names import interface_name
 from rtgym_ros.robot.services import build_request, check_response, ServiceCaller
@@ -67,6 +68,7 @@ class RosInterface(RealTimeGymInterface):
         self.default_action = spec.default_action.astype(np.float32)
         """What ``wait()`` stops the robot with: the env's (``set_default_action``)."""
         self._holds = any(group.on_stop == 'hold' for group in spec.actions)
+        self._target_lock = threading.Lock()
         self.last_action_time = -np.inf
         self.on_safe_action: Callable[[np.ndarray], None] | None = None
         """Called with each safe action ``send_safe_action_now`` published, on its thread."""
@@ -145,9 +147,13 @@ class RosInterface(RealTimeGymInterface):
 
         Each group publishes a message of its own with the other group's fields left zero:
         a robot would get ``linear.x = v, angular.z = 0``, then ``linear.x = 0, angular.z = w``.
+        Not for messages that name their joints (JointState, JointTrajectory): a consumer
+        merges those by name.
         """
         groups: dict[str, str] = {}
         for group, publisher in zip(self.spec.actions, self._publishers):
+            if interface_name(group.writer.msg_type) in (JOINT_STATE, JOINT_TRAJECTORY):
+                continue
             other = groups.setdefault(publisher.topic_name, group.name)
             if other != group.name:
                 raise ValueError(
@@ -224,21 +230,22 @@ class RosInterface(RealTimeGymInterface):
         """
         Any thread: publish ``safe_action`` at once, without the executor thread.
 
-        rclpy publishers may publish from any thread; nothing here takes a lock that an
-        interface call on the executor thread could hold. ``on_stop: hold`` groups get the
-        target last sent, read here. Should the executor thread send a newer one meanwhile,
-        that one is sent again after: the robot never ends on the older target.
+        rclpy publishers may publish from any thread. The one lock shared with the executor
+        thread guards the swap of the last target, no call. ``on_stop: hold`` groups get the
+        target last sent. Should the executor thread send a newer one between the read and
+        this publication, or during it, the hold is sent again from that one: the robot never
+        ends on the older target.
         """
         if not self._publishers:
             return False
         held = self.last_action
         values = self.get_safe_action(safe_action, last=held)
-        self.send_control(values)
-        # send_control replaced last_action with these values: another target there now is
-        # one the executor thread sent meanwhile.
-        if self._holds and not np.array_equal(self.last_action, values):
-            values = self.get_safe_action(safe_action, last=self.last_action)
-            self.send_control(values)
+        sent, replaced = self._publish(values)
+        if self._holds:
+            newer = self.last_action if self.last_action is not sent else replaced
+            if newer is not held:
+                values = self.get_safe_action(safe_action, last=newer)
+                self._publish(values)
         if self.on_safe_action is not None:
             self.on_safe_action(values)
         return True
@@ -252,10 +259,14 @@ class RosInterface(RealTimeGymInterface):
         publication fails, or a recording that fails, keeps no other group from its command
         (a safe action reaches every group it can); the first error is raised after.
         """
-        if control is None:
-            return
-        # First: a safe action sent meanwhile from another thread holds this target.
-        self.last_action = np.array(control, dtype=np.float32)
+        if control is not None:
+            self._publish(control)
+
+    def _publish(self, control: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Make ``control`` the last target, then publish it; return it and the one before."""
+        target = np.array(control, dtype=np.float32)
+        with self._target_lock:  # before publishing: a stop from another thread holds it
+            replaced, self.last_action = self.last_action, target
         stamp = self._clock.now().to_msg()
         start = 0
         messages = []
@@ -274,6 +285,7 @@ class RosInterface(RealTimeGymInterface):
             record(message, stamp)
         if failed is not None:
             raise failed
+        return target, replaced
 
     # -- observations -------------------------------------------------------------------------
 

@@ -238,22 +238,29 @@ def test_on_stop_hold_keeps_the_last_values_on_stall_and_close(spawn, make_env):
     assert values[:3] == [DEFAULT, 0.5, 0.75] and values.count(0.75) >= 3, values
 
 
-def test_a_hold_stop_racing_a_publication_ends_on_the_newer_target(spawn, make_env):
+@pytest.mark.parametrize('when', ['before its send', 'during its send'])
+def test_a_hold_stop_racing_a_publication_ends_on_the_newer_target(spawn, make_env, when):
     robot, env = robot_and_env(spawn, make_env, on_stop='hold', watchdog_timeout=30.0)
     env.step(act(0.5))
     robot.wait_last(0.5)
     sent = len(robot.values())
     interface = env.unwrapped.interface
     publisher = interface._publishers[0]
-    publish = publisher.publish
+    # The executor thread sends 0.75 after the stop read the target 0.5, before or while the
+    # stop publishes its hold of 0.5.
+    hooked, name = ((interface, 'get_safe_action') if when == 'before its send'
+                    else (publisher, 'publish'))
+    original = getattr(hooked, name)
 
-    def racing_publish(message):  # the executor thread sends 0.75 just as the stop sends
-        publisher.publish = publish
+    def racing(*args, **kwargs):
+        if hooked is interface and 'last' not in kwargs:  # the env's, before the read
+            return original(*args, **kwargs)
+        setattr(hooked, name, original)
         interface.send_control(np.array([0.75], np.float32))
-        publish(message)
+        return original(*args, **kwargs)
 
-    publisher.publish = racing_publish
-    env.unwrapped._stop_robot()  # holds the target it read: 0.5, then 0.75 once it sees it
+    setattr(hooked, name, racing)
+    env.unwrapped._stop_robot()
     wait_until(lambda: robot.values()[sent:] == [0.75, 0.5, 0.75], 5.0,
                lambda: f'the newer target held last, got {robot.values()[sent:]}')
 
@@ -929,3 +936,25 @@ def test_two_action_groups_on_one_topic_are_refused(tmp_path):
     # linear.x = v, angular.z = 0, then linear.x = 0, angular.z = w, every time-step.
     with pytest.raises(ValueError, match=f'actions.linear and actions.angular .*{ns}/cmd_vel'):
         gym.make('rtgym_ros/ros-v1', robot_config=str(config), namespace=ns)
+
+
+def test_two_joint_groups_on_one_topic_are_not_refused(spawn, make_env, probe):
+    robot = spawn()
+    params = robot_params()
+    params['actions']['names'] = ['cmd', 'arm', 'gripper']
+    for name, joint in (('arm', 'a0'), ('gripper', 'g0')):  # one message each, named
+        params['actions'][name] = {'topic': 'joint_command', 'type': 'sensor_msgs/msg/JointState',
+                                   'joint_names': [joint], 'fields': ['position'],
+                                   'low': [-1.0], 'high': [1.0]}
+    received: list[tuple] = []
+    subscription = probe.node.create_subscription(
+        JointState, f'{robot.ns}/joint_command',
+        lambda message: received.append((tuple(message.name), tuple(message.position))), 10)
+    try:
+        env = make_env(robot, **params)
+        env.reset()
+        env.step(np.array([0.5, 0.25, -0.25], np.float32))
+        wait_until(lambda: {(('a0',), (0.25,)), (('g0',), (-0.25,))} <= set(received), 5.0,
+                   lambda: f'both joints on joint_command, got {received}')
+    finally:
+        probe.node.destroy_subscription(subscription)
