@@ -435,11 +435,13 @@ class RealTimeEnv(gymnasium.Env):
             self.act_buf[-1] = self.default_action
         self._runner.release()
         gc_freeze.settle(self)
+        if self.config.use_sim_time and not self._schedule.initialized:
+            # Before the interface reads its first observation: until /clock comes the clock
+            # says 0 (rclpy: unset), and a simulator's stamps would look far in the future.
+            self._runtime.wait_for_clock(timeout=self.config.clock_wait_timeout)
         obs, info = self._on_executor(self._reset_interface, seed, options)
         obs = self._first_observation(obs)
         if not self._schedule.initialized:
-            if self.config.use_sim_time:
-                self._runtime.wait_for_clock(timeout=self.config.clock_wait_timeout)
             self._schedule.initialize(self._runtime.now())
         if self.config.use_sim_time and not self._warned_clock_publishers:
             self._warn_about_clock_publishers()

@@ -4,10 +4,14 @@ import threading
 import time
 
 from dummy_interfaces import CountingInterface
+from emulated_robots import next_name, write_config
+import gymnasium as gym
 import numpy as np
 import pytest
 from rtgym_ros import DEFAULT_CONFIG_DICT, RealTimeEnv
+from sensor_msgs.msg import JointState
 from sim_clock import SimClock
+from std_msgs.msg import Bool
 
 T = 0.02
 ZERO = np.zeros(2, np.float32)
@@ -162,3 +166,94 @@ def test_a_due_executor_turn_waits_for_no_room_under_sim_time(sim_clock, sim_env
         assert wall._runner._turn_patience() > 1.0  # wall time: room comes at 250 Hz or less
     finally:
         wall.close()
+
+
+# -- ros-v1 under sim time: sensors stamped by a simulator, a /clock that moves under them -----
+
+
+class SimSensor:
+    """A JointState stamped with the simulator's time, and a termination topic, on the probe."""
+
+    def __init__(self, probe, clock: SimClock) -> None:
+        self.ns = f'/sim_time_{next_name()}'
+        self._probe = probe
+        self._clock = clock
+        self.joints = probe.node.create_publisher(JointState, f'{self.ns}/joint_states', 10)
+        self.done = probe.node.create_publisher(Bool, f'{self.ns}/done', 10)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.005):
+            stamp = self._clock.sim_time  # what the simulator's /clock says, or is about to
+            message = JointState(name=['j0'], position=[0.5])
+            message.header.stamp.sec = int(stamp)
+            message.header.stamp.nanosec = int((stamp - int(stamp)) * 1e9)
+            self.joints.publish(message)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2.0)
+        self._probe.node.destroy_publisher(self.joints)
+        self._probe.node.destroy_publisher(self.done)
+
+
+@pytest.fixture
+def sim_sensor(probe):
+    made = []
+
+    def make(clock: SimClock) -> SimSensor:
+        made.append(SimSensor(probe, clock))
+        return made[-1]
+
+    yield make
+    for sensor in made:
+        sensor.close()
+
+
+@pytest.fixture
+def ros_env(tmp_path):
+    envs = []
+
+    def make(namespace: str, **changes) -> gym.Env:
+        joints = {'topic': 'joint_states', 'type': 'sensor_msgs/msg/JointState',
+                  'joint_names': ['j0'], 'fields': ['position'], 'low': [-3.0],
+                  'high': [3.0], 'max_age': 0.1, 'on_stale': 'flag'}
+        joints.update(changes.pop('joints', {}))
+        params = {'time_step_duration': 0.05, 'start_obs_capture': 0.05, 'reset_timeout': 10.0,
+                  'ep_max_length': 1000,
+                  'actions': {'names': ['cmd'], 'cmd': {
+                      'topic': 'command', 'type': 'std_msgs/msg/Float64MultiArray',
+                      'field': 'data', 'low': [-1.0], 'high': [1.0]}},
+                  'observations': {'names': ['joints'], 'joints': joints}}
+        params.update(changes)
+        path = write_config(tmp_path / f'robot{len(envs)}.yaml', params)
+        envs.append(gym.make('rtgym_ros/ros-v1', robot_config=str(path), namespace=namespace,
+                             use_sim_time=True, disable_env_checker=True))
+        return envs[-1]
+
+    yield make
+    for env in envs:
+        env.close()
+
+
+def test_first_reset_reads_sensors_on_sim_time_not_before_the_first_clock(
+        sim_clock, sim_sensor, ros_env):
+    """
+    The first reset() reads its observation on sim time, once /clock came (rclpy: time 0 is unset).
+
+    A simulator's sensors may come before its first /clock (discovery, a latched topic): read
+    against a clock still at 0 they look 1000 s ahead, and ``on_stale: error`` refuses them.
+    """
+    clock = sim_clock(rate=1.0)
+    clock.silent = True  # the simulator's /clock is not heard yet
+    sensor = sim_sensor(clock)
+    env = ros_env(sensor.ns, joints={'on_stale': 'error'})
+    heard = threading.Timer(1.0, setattr, (clock, 'silent', False))
+    heard.daemon = True
+    heard.start()
+    _, info = env.reset()
+    assert 'future_stamps' not in info and info['stale'] == [], info
+    assert -0.05 < info['obs_ages']['joints'] < 0.1, info
+    assert info['capture_time'] > 999.0, info
