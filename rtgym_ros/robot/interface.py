@@ -596,6 +596,10 @@ class RosInterface(RealTimeGymInterface):
                 slot.forget_after(now)
             for signal in self._signals.values():
                 signal.clear()
+            # Times of the old base move with the clock, as the schedule does: a reward or a
+            # termination counts from the last capture on, data is newer than the last action.
+            self._last_capture += delta
+            self.last_action_time += delta
 
     def abort_waits(self) -> None:
         """Any thread (env close): every wait of this interface returns now."""

@@ -257,3 +257,58 @@ def test_first_reset_reads_sensors_on_sim_time_not_before_the_first_clock(
     assert 'future_stamps' not in info and info['stale'] == [], info
     assert -0.05 < info['obs_ages']['joints'] < 0.1, info
     assert info['capture_time'] > 999.0, info
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f'timed out after {timeout} s waiting for {what}'
+        time.sleep(0.01)
+
+
+def test_a_termination_right_after_a_simulator_reset_between_steps_ends_the_episode(
+        sim_clock, sim_sensor, ros_env):
+    """
+    A ``true`` that comes after /clock went back (a reset between steps) counts, as any other.
+
+    Reward and termination messages count from the previous capture on: a capture stamped in
+    the old time base must not hide what arrives in the new one.
+    """
+    clock = sim_clock(rate=1.0)
+    sensor = sim_sensor(clock)
+    env = ros_env(sensor.ns, termination={'topic': 'done'})
+    env.reset()
+    subscription, = (sub for sub in env.unwrapped._runtime.io_node.subscriptions
+                     if sub.topic_name == f'{sensor.ns}/done')
+    wait_for(lambda: sensor.done.get_subscription_count() and subscription.get_publisher_count(),
+             10.0, 'the done topic to match both ways')
+    for _ in range(3):
+        env.step(np.zeros(1, np.float32))
+    clock.jump(-990.0)  # the simulator was reset (Gazebo's /reset_simulation)
+    wait_for(lambda: env.unwrapped.now() < 500.0, 5.0, 'the env to follow /clock back')
+    sensor.done.publish(Bool(data=True))
+    for _ in range(5):
+        if env.step(np.zeros(1, np.float32))[2]:
+            return
+    raise AssertionError('the true on the termination topic ended no episode')
+
+
+def test_data_after_a_simulator_reset_between_steps_is_newer_than_the_action(
+        sim_clock, sim_sensor, ros_env):
+    """
+    The action sent before /clock went back is older than anything stamped after it.
+
+    Else ``newer_than_action`` waits out its bound and says false for the first capture of the
+    new time base, although its data came after the action.
+    """
+    clock = sim_clock(rate=1.0)
+    sensor = sim_sensor(clock)
+    env = ros_env(sensor.ns, newer_than_action=True, newer_than_action_timeout=0.5,
+                  time_step_duration=0.1, start_obs_capture=0.05)
+    env.reset()
+    for _ in range(3):
+        env.step(np.zeros(1, np.float32))
+    clock.jump(-990.0)  # the simulator was reset within this time-step
+    info = env.step(np.zeros(1, np.float32))[4]
+    assert info['newer_than_action'] == {'joints': True}, info
+    assert info['capture_time'] - info['action_time'] < 0.2, info
