@@ -230,8 +230,17 @@ class RealTimeEnv(gymnasium.Env):
                 'time_step_timeout_factor'))
 
     def _on_clock_jump(self, jump: TimeJump) -> None:
-        """Follow a clock that went back; runs on the thread that sets the clock (io, sim time)."""
+        """
+        Follow a clock that went back; runs on the thread that sets the clock (io, sim time).
+
+        Not back before the running time-step's start (jitter, not a reset): nothing moves, as
+        rcl moves a ROS-time timer only when the clock went back before its last call.
+        """
         delta = jump.delta.nanoseconds * 1e-9
+        if self._runtime.now() > self._schedule.t_start:
+            self._log.warning('clock jitter', f'clock went back by {-delta:.3f} s within the '
+                              'running time-step: schedule and data kept')
+            return
         self._log.warning('clock jump', f'clock jumped by {delta:.3f} s: schedule moved with it')
         getattr(getattr(self, 'interface', None), 'on_clock_jump', lambda _: None)(delta)
         if self._runtime.on_executor_thread():

@@ -8,6 +8,8 @@ from emulated_robots import next_name, write_config
 import gymnasium as gym
 import numpy as np
 import pytest
+from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rtgym_ros import DEFAULT_CONFIG_DICT, RealTimeEnv
 from sensor_msgs.msg import JointState
 from sim_clock import SimClock
@@ -312,3 +314,45 @@ def test_data_after_a_simulator_reset_between_steps_is_newer_than_the_action(
     info = env.step(np.zeros(1, np.float32))[4]
     assert info['newer_than_action'] == {'joints': True}, info
     assert info['capture_time'] - info['action_time'] < 0.2, info
+
+
+def test_a_clock_that_goes_back_a_little_keeps_the_period_as_an_rclpy_timer_does(
+        probe, sim_clock, sim_env):
+    """
+    /clock going back 2 ms now and then (jitter, not a reset) leaves a time-step T long.
+
+    rcl moves a ROS-time timer on a jump back only when the clock went back before the
+    timer's last call; an rclpy timer of period T on the same /clock keeps firing every T.
+    The env's schedule moved by every jump back, so each step lost the jitter.
+    """
+    clock = sim_clock(rate=1.0)
+    reference = Node(f'sim_time_reference_{next_name()}', context=probe.context,
+                     parameter_overrides=[Parameter('use_sim_time', Parameter.Type.BOOL, True)])
+    ticks = []
+    timer = reference.create_timer(T, lambda: ticks.append(reference.get_clock().now()))
+    probe.executor.add_node(reference)
+    env = sim_env()
+    stop = threading.Event()
+
+    def jitter() -> None:
+        while not stop.wait(0.005):
+            back = clock.sim_time - 0.002
+            clock.publish_once(int(back), int((back - int(back)) * 1e9))
+    thread = threading.Thread(target=jitter, daemon=True)
+    try:
+        env.reset()
+        env.step(ZERO)
+        thread.start()
+        env.step(ZERO)
+        start, ticked = env.now(), len(ticks)
+        step_wall_times(env, 50)
+        per_step = (env.now() - start) / 50
+        per_tick = (env.now() - start) / (len(ticks) - ticked)
+    finally:
+        stop.set()
+        thread.join(1.0)
+        probe.executor.remove_node(reference)
+        reference.destroy_timer(timer)
+        reference.destroy_node()
+    assert per_tick == pytest.approx(T, rel=0.1)  # rclpy: the period stays T
+    assert per_step == pytest.approx(T, rel=0.1)
