@@ -225,9 +225,15 @@ class RosRuntime:
         return self._clock.now()
 
     def wait_for_clock(self, *, timeout: float) -> None:
-        """Under sim time, wait for the first /clock message (a lockstep sim starts at 0)."""
+        """
+        Under sim time, wait for the first /clock message (a lockstep sim starts at 0).
+
+        :raises RuntimeClosedError: the runtime was closed (from another thread) meanwhile.
+        """
         deadline = time.monotonic() + timeout
         while not self._clock_source.heard.is_set():
+            if not self.alive():
+                raise RuntimeClosedError(self.dead_reason())
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f'use_sim_time is set but no /clock message arrived within {timeout} s '

@@ -177,6 +177,30 @@ def test_close_from_another_thread_releases_a_step_blocked_on_the_clock(clock):
     assert not isinstance(errors[0], (TypeError, AttributeError)), errors
 
 
+def test_close_from_another_thread_releases_a_reset_waiting_for_the_first_clock():
+    """
+    reset() waiting for a /clock that never comes ends when the env is closed, as step() does.
+
+    Not after ``clock_wait_timeout`` (10 s by default), with an error from the closed context.
+    """
+    env = _sim_env(clock_wait_timeout=8.0)  # no simulator: /clock never comes
+    errors = []
+
+    def run() -> None:
+        try:
+            env.reset()
+        except Exception as error:
+            errors.append(error)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    time.sleep(0.3)
+    env.close()
+    thread.join(BOUND)
+    assert not thread.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], RuntimeError), errors
+    assert 'closed' in str(errors[0]), errors
+
+
 def test_two_clock_publishers_are_reported(clock, probe):
     second = SimClock(rate=2.0, hz=100.0)
     try:
