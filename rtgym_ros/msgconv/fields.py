@@ -38,11 +38,16 @@ def has_header(msg_type: type) -> bool:
 
 
 def message_stamp(msg: Any) -> float | None:
-    """Return header.stamp in seconds, or None for types without a header."""
+    """
+    Return header.stamp in seconds, or None for types without a header.
+
+    Read from its nanoseconds, as the node's clock is (``ClockReader``): the same time is the
+    same float, also where a float's last bit is 2.4e-7 s (a clock at the epoch).
+    """
     if not has_header(type(msg)):
         return None
     stamp = msg.header.stamp
-    return stamp.sec + stamp.nanosec * 1e-9
+    return (stamp.sec * 1_000_000_000 + stamp.nanosec) * 1e-9
 
 
 def duration(seconds: float) -> Duration:

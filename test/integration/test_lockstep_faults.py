@@ -13,6 +13,7 @@ from pathlib import Path
 import subprocess
 import sys
 import threading
+import time
 from typing import Any
 
 from emulated_robots import CHILD_ENV, next_name, write_config
@@ -172,3 +173,18 @@ def test_no_pause_or_unpause_in_lockstep(start_sim, tmp_path):
     assert 'pause_physics' not in sim.lines and 'unpause_physics' not in sim.lines
     for times in runs:
         assert times == pytest.approx([0.0, T, 2 * T, 3 * T], abs=1e-6), runs
+
+
+def test_a_simulator_whose_time_starts_at_the_epoch(start_sim, tmp_path):
+    """
+    A state stamped at the very time of /clock is that time's state, at 1.7e9 s as at 0.
+
+    Stamps and the clock are both read from nanoseconds: one read as ``sec + nanosec * 1e-9``
+    and the other as ``ns * 1e-9`` differ by a float's last bit there (2.4e-7 s), and a state
+    one bit short of the clock was waited for until ``reset_timeout``.
+    """
+    sim = start_sim(start_ns=1_700_000_000_123_456_789)
+    start = time.monotonic()
+    [times], env = sim_times(sim, tmp_path, steps=30, ep_max_length=100, reset_timeout=3.0)
+    assert time.monotonic() - start < 8.0, sim.output()  # no capture waited out its bound
+    assert env.timeouts == 0 and env.stalls == 0

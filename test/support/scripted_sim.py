@@ -11,7 +11,8 @@ offers Empty reset, pause and unpause services. What it does wrong is given as J
 - ``restart_at``: the index of the step request at which it restarts at time 0 by itself;
 - ``free_after_unpause``: after unpause it runs free, 10 physics steps every 10 ms, as a gz
   world does until the next paused step;
-- ``state_after``: seconds before its state publisher exists (a bridge that comes up late).
+- ``state_after``: seconds before its state publisher exists (a bridge that comes up late);
+- ``start_ns``: its time at start and after each reset (0), e.g. the epoch of a recorded run.
 
 It prints ``READY`` once its services are up, and logs every call and command to stdout.
 """
@@ -44,7 +45,8 @@ class ScriptedSim:
         self._restart_at = options.get('restart_at')
         self._free_after_unpause = bool(options.get('free_after_unpause', False))
         self._lock = threading.Lock()
-        self._time_ns = 0
+        self._start = int(options.get('start_ns', 0))
+        self._time_ns = self._start
         self._command = 0.0
         self._requests = 0
         self._free = False
@@ -124,7 +126,7 @@ class ScriptedSim:
     def _on_reset(self, request: Empty.Request, response: Empty.Response) -> Empty.Response:
         print('reset_simulation', flush=True)
         with self._lock:
-            self._time_ns = 0
+            self._time_ns = self._start
             self._publish()
         return response
 
