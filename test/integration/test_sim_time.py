@@ -8,8 +8,11 @@ from emulated_robots import next_name, write_config
 import gymnasium as gym
 import numpy as np
 import pytest
+import rclpy
+from rclpy.context import Context
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.signals import SignalHandlerOptions
 from rtgym_ros import DEFAULT_CONFIG_DICT, RealTimeEnv
 from sensor_msgs.msg import JointState
 from sim_clock import SimClock
@@ -174,14 +177,16 @@ def test_a_due_executor_turn_waits_for_no_room_under_sim_time(sim_clock, sim_env
 
 
 class SimSensor:
-    """A JointState stamped with the simulator's time, and a termination topic, on the probe."""
+    """A JointState stamped with the simulator's time, and a termination topic: a simulator."""
 
-    def __init__(self, probe, clock: SimClock) -> None:
+    def __init__(self, clock: SimClock) -> None:
         self.ns = f'/sim_time_{next_name()}'
-        self._probe = probe
         self._clock = clock
-        self.joints = probe.node.create_publisher(JointState, f'{self.ns}/joint_states', 10)
-        self.done = probe.node.create_publisher(Bool, f'{self.ns}/done', 10)
+        self._context = Context()
+        rclpy.init(context=self._context, signal_handler_options=SignalHandlerOptions.NO)
+        self._node = Node(f'sim_sensor_{next_name()}', context=self._context)
+        self.joints = self._node.create_publisher(JointState, f'{self.ns}/joint_states', 10)
+        self.done = self._node.create_publisher(Bool, f'{self.ns}/done', 10)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -197,16 +202,16 @@ class SimSensor:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(2.0)
-        self._probe.node.destroy_publisher(self.joints)
-        self._probe.node.destroy_publisher(self.done)
+        self._node.destroy_node()
+        self._context.try_shutdown()
 
 
 @pytest.fixture
-def sim_sensor(probe):
+def sim_sensor():
     made = []
 
     def make(clock: SimClock) -> SimSensor:
-        made.append(SimSensor(probe, clock))
+        made.append(SimSensor(clock))
         return made[-1]
 
     yield make
@@ -332,6 +337,8 @@ def test_a_clock_that_goes_back_a_little_keeps_the_period_as_an_rclpy_timer_does
     timer = reference.create_timer(T, lambda: ticks.append(reference.get_clock().now()))
     probe.executor.add_node(reference)
     env = sim_env()
+    wait_for(lambda: reference.get_clock().now().nanoseconds > 999e9 and ticks, 10.0,
+             'the reference timer to run on /clock')
     stop = threading.Event()
 
     def jitter() -> None:
