@@ -257,10 +257,20 @@ class RosInterface(RealTimeGymInterface):
         ``control`` is an action the env checked (shape, finite, bounds: ``RosEnv``) or a safe
         action made from the validated config: it is not checked again here. A group whose
         publication fails, or a recording that fails, keeps no other group from its command
-        (a safe action reaches every group it can); the first error is raised after.
+        (a safe action reaches every group it can); the first error is raised after. The
+        first time-step after ``wait()`` then unpauses the simulator: the episode goes on.
         """
-        if control is not None:
-            self._publish(control)
+        if control is None:
+            return
+        self._publish(control)
+        if self.paused:
+            self._resume()
+
+    def _resume(self) -> None:
+        """Unpause the simulator ``wait()`` paused (with an ``unpause``; never in lockstep)."""
+        if self.paused and self.spec.unpause is not None and not self.lockstep:
+            self._call(self.spec.unpause, key='unpause')
+        self.paused = False
 
     def _publish(self, control: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Make ``control`` the last target, then publish it; return it and the one before."""
@@ -426,9 +436,7 @@ class RosInterface(RealTimeGymInterface):
     def reset(self, seed: int | None = None,
               options: dict | None = None) -> tuple[dict[str, np.ndarray], dict]:
         """Unpause and reset the robot, then wait for messages from after the reset."""
-        if self.paused and self.spec.unpause is not None and not self.lockstep:
-            self._call(self.spec.unpause, key='unpause')
-        self.paused = False
+        self._resume()
         timeout = self.spec.options.reset_timeout
         if self.lockstep:
             # A paused simulator announces its reset state once, on a volatile topic: a slot
@@ -506,7 +514,7 @@ class RosInterface(RealTimeGymInterface):
         Not in lockstep: the simulator stays paused between the env's step requests, and an
         unpause at the next reset would let it run free until the first one.
         """
-        self.send_control(self.get_safe_action(self.default_action))
+        self._publish(self.get_safe_action(self.default_action))
         if self.spec.pause is not None and not self.lockstep:
             self._call(self.spec.pause, key='pause')
             self.paused = True

@@ -155,6 +155,21 @@ def test_wait_pauses_the_sim_and_reset_resumes_it(sim, make_env):
     assert abs(obs['joints'][1]) > 0.0
 
 
+def test_wait_pauses_the_sim_and_the_next_step_resumes_it(sim, make_env):
+    robot = sim('initial_state:=[1.0, 0.0]')
+    env = make_env(robot.namespace, wait_on_done=False)
+    env.reset()
+    for _ in range(10):
+        env.step(np.array([0.0], np.float32))
+    env.unwrapped.wait()  # a gradient step, say: the pendulum (falling) freezes
+    interface = env.unwrapped.interface
+    time.sleep(0.3)
+    frozen = float(interface.slots[0].read()[0])
+    thetas = [float(env.step(np.array([0.0], np.float32))[0]['joints'][0]) for _ in range(10)]
+    assert interface.paused is False
+    assert abs(thetas[-1] - frozen) > 0.01, (frozen, thetas)  # falling again
+
+
 def response_step(env, *, kick_at: int = 5, steps: int = 15) -> int:
     """Index of the first observation showing a torque kick applied with step(kick_at)."""
     env.reset()
