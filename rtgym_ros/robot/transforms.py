@@ -49,6 +49,7 @@ class SlotTransform:
         self._window: tuple[Any, np.ndarray, np.ndarray | None] | None = None
         self._scale: np.ndarray | None = None
         self._offset: np.ndarray | None = None
+        self._in_float64 = False  # window_mean, scale and offset round: computed in float64
 
     def apply(self, values: np.ndarray) -> np.ndarray:
         """Return the transformed vector (float32, a new array)."""
@@ -61,6 +62,10 @@ class SlotTransform:
             values = out
         if self._gather is not None:
             values = values[self._gather]
+        if self._in_float64:
+            # As the bounds are computed: float32 arithmetic would round a value at a bound
+            # past it (3.5 * 0.3 is 1.0500001 in float32, and the bound is 1.05).
+            values = values.astype(np.float64)
         if self._window is not None:
             ufunc, starts, counts = self._window
             values = ufunc.reduceat(values, starts)
@@ -114,16 +119,18 @@ def compile_transform(config: Any, *, size: int, low: np.ndarray, high: np.ndarr
         _window(transform, state, windows[0], config[windows[0]], key=f'{key}.{windows[0]}')
     if 'scale' in config:
         scale = _per_value(config['scale'], state.size, key=f'{key}.scale')
-        transform._scale = scale.astype(np.float32)
+        transform._scale = scale
         state.scale(scale)
     if 'offset' in config:
         offset = _per_value(config['offset'], state.size, key=f'{key}.offset')
-        transform._offset = offset.astype(np.float32)
+        transform._offset = offset
         state.low, state.high = state.low + offset, state.high + offset
         state.labels = [f'{label}{value:+g}' if value else label
                         for label, value in zip(state.labels, offset)]
     if state.size == 0:
         raise ValueError(f'{key} leaves no value')
+    transform._in_float64 = ('window_mean' in config or transform._scale is not None
+                             or transform._offset is not None)
     transform.size = state.size
     transform.low = state.low.astype(np.float32)
     transform.high = state.high.astype(np.float32)
@@ -227,7 +234,7 @@ def _window(transform: SlotTransform, state: _State, name: str, value: Any, *,
     width = check_int(value, key=key, minimum=1)
     starts = np.arange(0, state.size, width, dtype=np.intp)
     stops = np.minimum(starts + width, state.size)
-    counts = (stops - starts).astype(np.float32)
+    counts = (stops - starts).astype(np.float64)
     ufunc = _WINDOWS[name]
     transform._window = (ufunc, starts, counts if name == 'window_mean' else None)
     if name == 'window_mean':

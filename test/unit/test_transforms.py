@@ -257,3 +257,20 @@ def test_an_image_read_twice_from_one_message_is_copied(tmp_path):
     assert not np.shares_memory(first, second) and not np.shares_memory(second, third)
     newer = read(slot, Image(height=2, width=3, encoding='mono8', step=3, data=bytes(6)))
     assert newer.tolist() == [[0, 0, 0], [0, 0, 0]] and not np.shares_memory(first, newer)
+
+
+@pytest.mark.parametrize('high, transform', [
+    (3.5, {'scale': 0.3}),  # float32: 3.5 * 0.3 is 1.0500001, above the bound 1.05
+    (25.0, {'scale': 1 / 30}),
+    (1.1, {'window_mean': 10}),  # float32: the mean of ten 1.1 is 1.1000001
+    (0.1, {'window_mean': 7, 'offset': 0.2}),
+])
+def test_a_scan_at_its_bounds_stays_in_the_transformed_space(tmp_path, high, transform):
+    scan = dict(SCAN, length=70, low=[-high], high=[high], transform=transform)
+    _, spec = load(tmp_path, robot(scan=scan))
+    slot = slot_of(spec, 'scan')
+    for end in (high, -high):
+        # inf (no return) reads as range_max: the high bound itself, a common value
+        value = read(slot, LaserScan(ranges=[end] * 70, range_max=high))
+        assert not slot.outside(value), (value[:3], slot.spec.space)
+        assert value in slot.spec.space
