@@ -23,6 +23,9 @@ from rtgym_ros.msgconv.type_names import check_message_class
 
 NONFINITE_POLICIES = ('keep', 'zero', 'max')
 
+# The (minimum, maximum) range fields that nonfinite 'max' reads: LaserScan's, Range's.
+_RANGE_FIELDS = (('range_min', 'range_max'), ('min_range', 'max_range'))
+
 JOINT_ARRAYS = ('position', 'velocity', 'effort')
 """The arrays of a JointState, one value per name (or empty: not given)."""
 
@@ -70,10 +73,12 @@ class _ImageReader(FieldReader):
 class _NumericReader(FieldReader):
 
     def __init__(self, msg_type: type, segments: list[Callable[[Any, np.ndarray], None]], *,
-                 size: int, shape: tuple[int, ...], nonfinite: str) -> None:
+                 size: int, shape: tuple[int, ...], nonfinite: str,
+                 range_fields: tuple[str, str] | None = None) -> None:
         super().__init__(msg_type, size=size, shape=shape, dtype=np.float32)
         self._segments = segments
         self._nonfinite = nonfinite
+        self._range_fields = range_fields
         self._reshape = shape != (size,)
 
     def read(self, msg: Any) -> np.ndarray:
@@ -83,7 +88,15 @@ class _NumericReader(FieldReader):
         if self._nonfinite != 'keep':
             bad = ~np.isfinite(out)
             if bad.any():
-                out[bad] = msg.range_max if self._nonfinite == 'max' else 0.0
+                if self._nonfinite == 'zero':
+                    out[bad] = 0.0
+                else:
+                    # REP 117: -inf is a detection too close to measure; +inf, no return
+                    # within range (and NaN, no valid one) read as the farthest range.
+                    near, far = self._range_fields
+                    too_close = np.isneginf(out)
+                    out[bad] = getattr(msg, far)
+                    out[too_close] = getattr(msg, near)
         return out.reshape(self.shape) if self._reshape else out
 
 
@@ -197,9 +210,12 @@ def compile_reader(
                                      encoding=encoding, to_rgb=to_rgb)
     if encoding is not None or to_rgb:
         raise ValueError(f'{key}: encoding and to_rgb apply to {IMAGE} only, got {type_name}')
-    if nonfinite == 'max' and 'range_max' not in fields_of(msg_type):
+    range_fields = next((pair for pair in _RANGE_FIELDS
+                         if set(pair) <= set(fields_of(msg_type))), None)
+    if nonfinite == 'max' and range_fields is None:
         raise ValueError(
-            f"{key}: nonfinite 'max' uses the message's range_max, which {type_name} lacks")
+            f"{key}: nonfinite 'max' uses the message's range_max (max_range), which "
+            f'{type_name} lacks')
     leaves = resolve_all(msg_type, fields, key=key)
     names = check_joint_names(joint_names, key=key)
     dims = check_shape(shape, key=key)
@@ -209,7 +225,8 @@ def compile_reader(
     dims = dims or (size,)
     if math.prod(dims) != size:
         raise ValueError(f'{key}: expected shape to hold {size} values, got {list(dims)}')
-    reader = _NumericReader(msg_type, segments, size=size, shape=dims, nonfinite=nonfinite)
+    reader = _NumericReader(msg_type, segments, size=size, shape=dims, nonfinite=nonfinite,
+                            range_fields=range_fields)
     reader.labels = value_labels(leaves, seq_length, names)
     if by_name is not None:
         reader.joint_names = by_name.joint_names

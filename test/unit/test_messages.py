@@ -12,7 +12,7 @@ from rtgym_ros.msgconv.fields import has_header, message_stamp
 from rtgym_ros.msgconv.readers import compile_reader, FieldReader, JointIndex
 from rtgym_ros.msgconv.type_names import load_message_type, load_service_type
 from rtgym_ros.msgconv.writers import compile_writer, FieldWriter
-from sensor_msgs.msg import Image, Imu, JointState, LaserScan
+from sensor_msgs.msg import Image, Imu, JointState, LaserScan, Range
 from std_msgs.msg import Float32, Float32MultiArray, Float64, Float64MultiArray, Int32
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -290,7 +290,7 @@ def _scan(ranges, range_max=10.0):
 
 
 @pytest.mark.parametrize('policy, expected', [
-    ('max', [1.0, 10.0, 10.0, 10.0, 2.0]),
+    ('max', [1.0, 10.0, 10.0, np.float32(0.1), 2.0]),  # -inf: too close, range_min
     ('zero', [1.0, 0.0, 0.0, 0.0, 2.0]),
 ])
 def test_laser_scan_nonfinite_replaced(policy, expected):
@@ -309,6 +309,21 @@ def test_laser_scan_max_uses_each_messages_range_max():
     reader = compile_reader(LaserScan, ['ranges'], key=KEY, length=2, nonfinite='max')
     np.testing.assert_array_equal(reader.read(_scan([np.inf, 1.0], range_max=4.0)), [4.0, 1.0])
     np.testing.assert_array_equal(reader.read(_scan([np.inf, 1.0], range_max=6.0)), [6.0, 1.0])
+
+
+def test_a_scan_too_close_to_measure_reads_as_near_not_as_far():
+    # REP 117: -inf is a detection too close to measure, +inf nothing within range_max.
+    reader = compile_reader(LaserScan, ['ranges'], key=KEY, length=3, nonfinite='max')
+    np.testing.assert_array_equal(reader.read(_scan([-np.inf, np.inf, 1.0])),
+                                  [np.float32(0.1), 10.0, 1.0])
+
+
+def test_a_range_sensor_takes_nonfinite_max_from_its_max_range():
+    reader = compile_reader(Range, ['range'], key=KEY, nonfinite='max')
+    message = Range(min_range=0.02, max_range=4.0)
+    for value, expected in ((np.inf, 4.0), (-np.inf, 0.02), (np.nan, 4.0), (1.5, 1.5)):
+        message.range = value
+        np.testing.assert_array_equal(reader.read(message), [np.float32(expected)])
 
 
 # ---------------------------------------------------------------------------- images
