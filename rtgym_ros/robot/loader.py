@@ -276,9 +276,11 @@ def _observation_slot(name: str, entry: dict, *, key: str) -> ObservationSlotSpe
     low = None if entry.get('low') is None else check_vector(entry['low'], key=f'{key}.low')
     high = None if entry.get('high') is None else check_vector(entry['high'], key=f'{key}.high')
     shape = entry.get('shape')
-    if shape is None and low is not None and not entry.get('joint_names') \
+    # One value per element tells the size; one value alone is broadcast, and tells nothing.
+    bounds_size = max((len(v) for v in (low, high) if v is not None), default=1)
+    if shape is None and bounds_size > 1 and not entry.get('joint_names') \
             and 'length' not in entry:
-        shape = [len(low)]
+        shape = [bounds_size]
     reader = compile_reader(
         msg_type, _fields(entry, key=key, image=type_name == 'sensor_msgs/msg/Image'),
         key=key, joint_names=entry.get('joint_names'), shape=shape,
@@ -332,6 +334,12 @@ def _observation_space(reader: FieldReader, low: np.ndarray | None, high: np.nda
         if values.size not in (1, reader.size):
             raise ValueError(f'{key}.{what} must have {reader.size} values (or 1), '
                              f'got {values.size}')
+        if np.issubdtype(dtype, np.integer) and not (
+                np.all(values == np.round(values))
+                and np.all((values >= default_low) & (values <= default_high))):
+            raise ValueError(f'{key}.{what} must be integers of {dtype} '
+                             f'({default_low}..{default_high}), the dtype of the slot, '
+                             f'got {short_repr(values.tolist())}')
         bounds.append(np.broadcast_to(values, reader.shape).astype(dtype))
     _check_bounds(bounds[0].ravel(), bounds[1].ravel(), key=key)
     return spaces.Box(bounds[0], bounds[1], shape=tuple(reader.shape), dtype=dtype)

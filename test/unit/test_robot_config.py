@@ -638,3 +638,40 @@ def test_a_default_applies_to_a_reward_topic_only(tmp_path):
         base, reward={'topic': 'reward', 'default': -1.0})))
     _, spec = load_robot_config(path)
     assert spec.reward.constant == -1.0
+
+
+# -- observation bounds -----------------------------------------------------------------------
+
+
+def observation_slot(tmp_path: Path, slot: dict):
+    path = write(tmp_path / 'robot.yaml', params_file(dict(
+        BASE, observations={'names': ['x'], 'x': slot})))
+    _, spec = load_robot_config(path)
+    return spec.observations[0]
+
+
+def test_one_low_and_high_value_apply_to_every_value_of_the_slot(tmp_path):
+    odom = observation_slot(tmp_path, {
+        'topic': 'odom', 'type': 'nav_msgs/msg/Odometry', 'low': [-10.0], 'high': [10.0],
+        'fields': ['pose.pose.position.x', 'pose.pose.position.y']})
+    assert odom.space == gymnasium.spaces.Box(-10.0, 10.0, (2,), np.float32)
+
+
+def test_one_low_value_does_not_make_a_scan_one_beam_long(tmp_path):
+    with pytest.raises(ValueError, match='ranges has a length known only at run time'):
+        observation_slot(tmp_path, {'topic': 'scan', 'type': 'sensor_msgs/msg/LaserScan',
+                                    'field': 'ranges', 'low': [0.0], 'high': [3.5]})
+
+
+@pytest.mark.parametrize('encoding, bound, value', [
+    ('mono8', 'high', 300.0),
+    ('mono8', 'low', -1.0),
+    ('mono16', 'low', -1.0),
+    ('mono16', 'high', 70000.0),
+    ('mono8', 'high', 254.5),
+])
+def test_image_bounds_must_be_values_of_its_dtype(tmp_path, encoding, bound, value):
+    slot = {'topic': 'camera', 'type': 'sensor_msgs/msg/Image', 'shape': [2, 2],
+            'encoding': encoding, bound: [value]}
+    with pytest.raises(ValueError, match=rf'observations.x.{bound} must be integers of'):
+        observation_slot(tmp_path, slot)
