@@ -340,6 +340,7 @@ def _observation_space(reader: FieldReader, low: np.ndarray | None, high: np.nda
             raise ValueError(f'{key}.{what} must be integers of {dtype} '
                              f'({default_low}..{default_high}), the dtype of the slot, '
                              f'got {short_repr(values.tolist())}')
+        values = values.reshape(reader.shape) if values.size > 1 else values  # row-major
         bounds.append(np.broadcast_to(values, reader.shape).astype(dtype))
     _check_bounds(bounds[0].ravel(), bounds[1].ravel(), key=key)
     return spaces.Box(bounds[0], bounds[1], shape=tuple(reader.shape), dtype=dtype)

@@ -675,3 +675,11 @@ def test_image_bounds_must_be_values_of_its_dtype(tmp_path, encoding, bound, val
             'encoding': encoding, bound: [value]}
     with pytest.raises(ValueError, match=rf'observations.x.{bound} must be integers of'):
         observation_slot(tmp_path, slot)
+
+
+def test_one_bound_per_element_of_a_shaped_slot_in_row_major_order(tmp_path):
+    grid = observation_slot(tmp_path, {
+        'topic': 'grid', 'type': 'std_msgs/msg/Float32MultiArray', 'field': 'data',
+        'shape': [2, 3], 'low': [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], 'high': [9.0]})
+    assert grid.space.shape == (2, 3)
+    assert grid.space.low.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
