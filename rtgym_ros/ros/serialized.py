@@ -31,6 +31,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
 from rclpy.subscription import Subscription
+from rtgym_ros.ros.parameters import named
 
 _WAIT_NS = 100_000_000  # the longest a stop request waits to be noticed if the wake is missed
 _SPARE_BUFFERS = 2
@@ -237,8 +238,12 @@ class SerializedReceiver:
 
     def _start(self) -> None:
         name, namespace = self._node_args
+        # A local __node rule: a global one (agent --ros-args -r __node:=x) names the env's
+        # node, and would name this one the same. No clock is kept here: use_sim_time is off.
         self._node = Node(name, namespace=namespace, context=self._context,
+                          cli_args=named(name),
                           start_parameter_services=False, parameter_overrides=[
+                              Parameter('use_sim_time', Parameter.Type.BOOL, False),
                               Parameter('start_type_description_service',
                                         Parameter.Type.BOOL, False)])
         self._wake = GuardCondition(None, None, context=self._context)

@@ -13,8 +13,10 @@ import gymnasium as gym
 from gymnasium.utils.env_checker import check_env
 import numpy as np
 import pytest
+from rclpy.qos import qos_profile_sensor_data
 import rtgym_ros
 from rtgym_ros.ros.runtime import RosRuntime
+from sensor_msgs.msg import Image
 
 DUPLICATE = 'Publisher already registered for node name'
 T = 0.02
@@ -112,6 +114,26 @@ def test_a_global_node_remap_does_not_give_both_nodes_one_name(capfd):
     try:
         assert runtime.node.get_name() == name
         assert runtime.io_node.get_name() == f'{name}_io'
+    finally:
+        runtime.close()
+    assert DUPLICATE not in ''.join(capfd.readouterr())
+
+
+def test_a_global_node_remap_does_not_rename_the_frames_node(capfd):
+    # Image slots are taken on a third node, <name>_frames: `agent --ros-args -r __node:=x`
+    # renamed it to x, the env's main node's name, and gave it a /clock subscription under
+    # -p use_sim_time:=true though it keeps no clock.
+    name = f'remapped_{next_name()}'
+    runtime = RosRuntime(node_name=name, args=['agent', '--ros-args', '-r', '__node:=other',
+                                               '-p', 'use_sim_time:=true'])
+    try:
+        receiver = runtime.serialized_receiver()
+        receiver.subscribe(Image, 'frames_remap_probe', lambda view: None,
+                           qos_profile_sensor_data)
+        node = receiver._node
+        assert node.get_name() == f'{name}_frames'
+        assert node.get_parameter('use_sim_time').value is False
+        assert not node.get_subscriptions_info_by_topic('/clock')
     finally:
         runtime.close()
     assert DUPLICATE not in ''.join(capfd.readouterr())
