@@ -8,7 +8,10 @@ A Gymnasium MuJoCo task in mujoco_sim, and the agent running it, in one launch.
 
 task picks mujoco_sim's params file (config/mujoco_sim/) and the agent's robot config
 (config/robots/mujoco_*.yaml). With use_sim_time:=true mujoco_sim owns /clock at
-real_time_factor and the agent follows it. The launch ends when the agent has run its episodes.
+real_time_factor and the agent follows it. Every argument is checked before a node starts.
+The launch ends when the agent has run its episodes (exit 0); it fails (exit 1) and stops the
+other node when the agent exits non-zero or mujoco_sim ends first. Stop it with SIGINT
+(Ctrl-C, timeout -s INT), not SIGTERM: see docs/launch.md.
 """
 
 import os
@@ -16,80 +19,51 @@ import os
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchContext, LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
-from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
-
-# task: (its mujoco_sim params file under config/mujoco_sim, its robot config under robots)
-TASKS = {'inverted_pendulum': ('inverted_pendulum.yaml', 'mujoco_inverted_pendulum.yaml'),
-         'reacher': ('reacher.yaml', 'mujoco_reacher.yaml')}
-# The policy each task runs when none is given.
-DEFAULT_POLICIES = {'inverted_pendulum': 'rtgym_ros.sim.controllers:inverted_pendulum_lqr',
-                    'reacher': 'zero'}
-
-
-def config_files(config_dir: str, task: str) -> tuple[str, str]:
-    """Return the mujoco_sim params file and the robot config of ``task``."""
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
-    sim_file, robot_file = TASKS[task]
-    return (os.path.join(config_dir, 'mujoco_sim', sim_file),
-            os.path.join(config_dir, 'robots', robot_file))
-
-
-def parse_bool(name: str, value: str) -> bool:
-    """Read a launch argument that must be true or false."""
-    if value.lower() not in ('true', 'false'):
-        raise ValueError(f"{name} must be 'true' or 'false', got {value!r}")
-    return value.lower() == 'true'
-
-
-def node_parameters(config_dir: str, *, task: str, use_sim_time: str, real_time_factor: str,
-                    policy: str, episodes: str) -> tuple[list, list]:
-    """Return the parameters of mujoco_sim and of the agent, from the launch arguments."""
-    sim_file, robot_file = config_files(config_dir, task)
-    sim_time = parse_bool('use_sim_time', use_sim_time)
-    sim = [sim_file, {'publish_clock': sim_time, 'real_time_factor': float(real_time_factor)}]
-    agent = [robot_file, {'use_sim_time': sim_time,
-                          'policy': policy or DEFAULT_POLICIES[task],
-                          'episodes': int(episodes)}]
-    return sim, agent
+from launch_ros.parameter_descriptions import ParameterValue
+from rtgym_ros.nodes.launch_logic import (AGENT, exit_handler, MUJOCO_SIM, mujoco_sim_arguments,
+                                          MUJOCO_TASKS)
 
 
 def _nodes(context: LaunchContext) -> list:
-    def arg(name: str) -> str:
-        return LaunchConfiguration(name).perform(context)
-
-    config_dir = os.path.join(get_package_share_directory('rtgym_ros'), 'config')
-    sim, agent = node_parameters(
-        config_dir, task=arg('task'), use_sim_time=arg('use_sim_time'),
-        real_time_factor=arg('real_time_factor'), policy=arg('policy'),
-        episodes=arg('episodes'))
-    namespace = arg('namespace')
+    args = mujoco_sim_arguments(context.launch_configurations)
+    sim_file, robot_file = args.config_files(
+        os.path.join(get_package_share_directory('rtgym_ros'), 'config'))
     nodes = [Node(package='rtgym_ros', executable='mujoco_sim', output='screen',
-                  namespace=namespace, parameters=sim)]
-    if parse_bool('agent', arg('agent')):
-        nodes.append(Node(package='rtgym_ros', executable='agent', output='screen',
-                          emulate_tty=True, namespace=namespace, on_exit=Shutdown(),
-                          parameters=agent))
+                  additional_env={'PYTHONUNBUFFERED': '1'}, namespace=args.namespace,
+                  parameters=[sim_file, {'publish_clock': args.use_sim_time,
+                                         'real_time_factor': args.real_time_factor}],
+                  on_exit=exit_handler(MUJOCO_SIM, ends_launch=not args.agent,
+                                       shutdown=Shutdown))]
+    if args.agent:
+        nodes.append(Node(
+            package='rtgym_ros', executable='agent', output='screen',
+            additional_env={'PYTHONUNBUFFERED': '1'}, namespace=args.namespace,
+            parameters=[robot_file, {'use_sim_time': args.use_sim_time,
+                                     'policy': ParameterValue(args.policy, value_type=str),
+                                     'episodes': args.episodes}],
+            on_exit=exit_handler(AGENT, ends_launch=True, shutdown=Shutdown)))
     return nodes
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Declare the arguments; the nodes are built once they are known."""
+    """Declare the arguments; the nodes are built once they are known and checked."""
     return LaunchDescription([
         DeclareLaunchArgument('task', default_value='inverted_pendulum',
-                              description=f"Gymnasium task: {', '.join(TASKS)}."),
+                              description=f"Gymnasium task: {', '.join(MUJOCO_TASKS)}."),
         DeclareLaunchArgument('use_sim_time', default_value='false',
                               description='mujoco_sim publishes /clock and the agent follows '
-                                          'it (true), or both run on wall time (false).'),
+                                          'it (true), or both run on wall time (false); any '
+                                          'case, 1 or 0.'),
         DeclareLaunchArgument('real_time_factor', default_value='1.0',
-                              description='With use_sim_time: sim seconds per wall second; '
-                                          '0 runs as fast as possible.'),
+                              description='With use_sim_time: sim seconds per wall second, '
+                                          '> 0; 0 (as fast as possible) with agent:=false '
+                                          'only.'),
         DeclareLaunchArgument('policy', default_value='',
                               description='Agent policy (see agent.launch.py); empty: the '
                                           "task's default (inverted_pendulum: an LQR)."),
         DeclareLaunchArgument('episodes', default_value='3',
-                              description='Number of episodes to run.'),
+                              description='Number of episodes to run, an integer >= 1.'),
         DeclareLaunchArgument('agent', default_value='true',
                               description='Start the agent too (false: the simulator alone).'),
         DeclareLaunchArgument('namespace', default_value='',

@@ -1,12 +1,13 @@
 """
 What the launch files decide, as plain functions: argument checks, and what a node's exit means.
 
-``launch/agent.launch.py`` and ``launch/sim_demo.launch.py`` keep only the wiring; the tests call
-these without ``launch`` installed.
+``launch/agent.launch.py``, ``launch/sim_demo.launch.py`` and ``launch/mujoco_sim.launch.py``
+keep only the wiring; the tests call these without ``launch`` installed.
 
 * Arguments: an OpaqueFunction hands every launch argument (a string) to
-  :func:`agent_arguments` or :func:`sim_demo_arguments` before it returns any node, so a bad
-  value ends the launch with a message naming the argument and no process started.
+  :func:`agent_arguments`, :func:`sim_demo_arguments` or :func:`mujoco_sim_arguments` before
+  it returns any node, so a bad value ends the launch with a message naming the argument and
+  no process started.
 * Exits: each node's ``on_exit`` is :func:`exit_handler`. The agent's clean exit ends the launch
   (``ros2 launch`` exits 0); the agent exiting non-zero, or ``sim_robot`` ending while the launch
   still runs, fails it (``ros2 launch`` exits 1), and the shutdown stops the other node.
@@ -15,7 +16,7 @@ these without ``launch`` installed.
 """
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import math
 import os
 import re
@@ -29,6 +30,14 @@ from rtgym_ros.nodes.policies import BUILTIN
 
 AGENT = 'agent'
 SIM_ROBOT = 'sim_robot'
+MUJOCO_SIM = 'mujoco_sim'
+# mujoco_sim.launch.py's tasks: (mujoco_sim's params file under config/mujoco_sim, the
+# agent's robot config under config/robots).
+MUJOCO_TASKS = {'inverted_pendulum': ('inverted_pendulum.yaml', 'mujoco_inverted_pendulum.yaml'),
+                'reacher': ('reacher.yaml', 'mujoco_reacher.yaml')}
+# The policy each task runs when none is given.
+MUJOCO_DEFAULT_POLICIES = {'inverted_pendulum': 'rtgym_ros.sim.controllers:inverted_pendulum_lqr',
+                           'reacher': 'zero'}
 # launch's own rule for conditions (IfCondition): stripped, any case.
 TRUE_WORDS = ('true', '1')
 FALSE_WORDS = ('false', '0')
@@ -89,6 +98,26 @@ def parse_real_time_factor(value: str) -> float:
         raise ValueError('real_time_factor must be a finite number > 0 (sim seconds per wall '
                          f'second), got {short_repr(value)}{zero}')
     return factor
+
+
+def parse_sim_real_time_factor(value: str) -> float:
+    """Read ``real_time_factor`` for a simulator alone: a finite number >= 0 (0: flat out)."""
+    try:
+        factor = float(value)
+    except ValueError:
+        factor = math.nan
+    if not math.isfinite(factor) or factor < 0.0:
+        raise ValueError('real_time_factor must be a finite number >= 0 (sim seconds per wall '
+                         f'second; 0: as fast as possible), got {short_repr(value)}')
+    return factor
+
+
+def check_task(value: str) -> str:
+    """Return ``value`` if it is one of :data:`MUJOCO_TASKS`."""
+    if value not in MUJOCO_TASKS:
+        raise ValueError(f"task must be one of {', '.join(MUJOCO_TASKS)}, "
+                         f'got {short_repr(value)}')
+    return value
 
 
 def check_robot_config(value: str) -> str:
@@ -169,6 +198,25 @@ class SimDemoArguments:
     episodes: int
 
 
+@dataclass(frozen=True)
+class MujocoSimArguments:
+    """The checked arguments of ``mujoco_sim.launch.py``."""
+
+    task: str
+    use_sim_time: bool
+    real_time_factor: float
+    policy: str  # the task's default policy when none was given
+    episodes: int
+    agent: bool
+    namespace: str
+
+    def config_files(self, config_dir: str) -> tuple[str, str]:
+        """Return the task's mujoco_sim params file and its robot config, in ``config_dir``."""
+        sim_file, robot_file = MUJOCO_TASKS[self.task]
+        return (os.path.join(config_dir, 'mujoco_sim', sim_file),
+                os.path.join(config_dir, 'robots', robot_file))
+
+
 def agent_arguments(values: Mapping[str, str]) -> AgentArguments:
     """
     Check every argument of ``agent.launch.py`` (its launch configurations).
@@ -197,6 +245,32 @@ def sim_demo_arguments(values: Mapping[str, str]) -> SimDemoArguments:
         'policy': check_policy,
         'episodes': parse_episodes,
     })
+
+
+def mujoco_sim_arguments(values: Mapping[str, str]) -> MujocoSimArguments:
+    """
+    Check every argument of ``mujoco_sim.launch.py`` (its launch configurations).
+
+    ``real_time_factor:=0`` (flat out) is refused only when the agent runs, as in
+    :func:`sim_demo_arguments`; an empty ``policy`` is the task's default.
+
+    :raises LaunchArgumentError: Naming each invalid argument, not only the first.
+    """
+    try:
+        with_agent = parse_bool(str(values.get('agent', 'true')), name='agent')
+    except ValueError:
+        with_agent = True  # named by the agent argument's own check
+    args = _checked(MujocoSimArguments, values, {
+        'task': check_task,
+        'use_sim_time': lambda v: parse_bool(v, name='use_sim_time'),
+        'real_time_factor': (parse_real_time_factor if with_agent
+                             else parse_sim_real_time_factor),
+        'policy': lambda v: check_policy(v) if v else v,
+        'episodes': parse_episodes,
+        'agent': lambda v: parse_bool(v, name='agent'),
+        'namespace': check_namespace,
+    })
+    return replace(args, policy=args.policy or MUJOCO_DEFAULT_POLICIES[args.task])
 
 
 def _checked(cls: type, values: Mapping[str, str],

@@ -59,6 +59,13 @@ class StandIn:
             def __init__(self, *, reason='reason not given'):
                 self.reason = reason
 
+        class LaunchConfiguration:
+            def __init__(self, name):
+                self.name = name
+
+            def perform(self, context):
+                return context.launch_configurations[self.name]
+
         class ParameterValue:
             def __init__(self, value, *, value_type=None):
                 self.value, self.value_type = value, value_type
@@ -79,6 +86,8 @@ class StandIn:
                              LaunchDescription=LaunchDescription),
             'launch.actions': module('launch.actions', DeclareLaunchArgument=DeclareLaunchArgument,
                                      OpaqueFunction=OpaqueFunction, Shutdown=Shutdown),
+            'launch.substitutions': module('launch.substitutions',
+                                           LaunchConfiguration=LaunchConfiguration),
             'launch_ros': module('launch_ros'),
             'launch_ros.actions': module('launch_ros.actions', Node=node),
             'launch_ros.parameter_descriptions': module('launch_ros.parameter_descriptions',
@@ -183,7 +192,8 @@ def test_agent_launch_refuses_a_bad_argument_before_the_node(stand_in, monkeypat
     assert stand_in.nodes == []
 
 
-@pytest.mark.parametrize('launch_file', ['agent.launch.py', 'sim_demo.launch.py'])
+@pytest.mark.parametrize('launch_file', ['agent.launch.py', 'sim_demo.launch.py',
+                                         'mujoco_sim.launch.py'])
 def test_no_node_emulates_a_tty_and_output_is_unbuffered(stand_in, monkeypatch, launch_file):
     for node in stand_in.run(launch_file, monkeypatch):
         assert not node.get('emulate_tty'), node['executable']
@@ -196,7 +206,8 @@ def _exit(node: dict[str, Any], returncode: int, *, shutting_down: bool = False)
                            SimpleNamespace(is_shutdown=shutting_down))
 
 
-@pytest.mark.parametrize('launch_file', ['agent.launch.py', 'sim_demo.launch.py'])
+@pytest.mark.parametrize('launch_file', ['agent.launch.py', 'sim_demo.launch.py',
+                                         'mujoco_sim.launch.py'])
 def test_the_agents_exit_ends_or_fails_the_launch(stand_in, monkeypatch, launch_file):
     agent = stand_in.run(launch_file, monkeypatch)[-1]
     shutdown, = _exit(agent, 0)
@@ -215,7 +226,60 @@ def test_sim_robot_ending_first_fails_the_demo(stand_in, monkeypatch):
     assert _exit(sim_robot, 0, shutting_down=True) is None
 
 
-@pytest.mark.parametrize('launch_file', ['agent.launch.py', 'sim_demo.launch.py'])
+def test_mujoco_sim_starts_the_task_then_the_agent_with_typed_parameters(stand_in, monkeypatch):
+    sim, agent = stand_in.run('mujoco_sim.launch.py', monkeypatch)
+    assert (sim['executable'], agent['executable']) == ('mujoco_sim', 'agent')
+    files, values = _parameters(sim)
+    assert files == [str(REPO / 'config' / 'mujoco_sim' / 'inverted_pendulum.yaml')]
+    assert values == {'publish_clock': False, 'real_time_factor': 1.0}
+    files, values = _parameters(agent)
+    assert files == [str(REPO / 'config' / 'robots' / 'mujoco_inverted_pendulum.yaml')]
+    assert values == {'use_sim_time': False, 'episodes': 3,
+                      'policy': 'rtgym_ros.sim.controllers:inverted_pendulum_lqr'}
+    assert all(Path(f).is_file() for node in (sim, agent) for f in _parameters(node)[0])
+
+
+def test_mujoco_sim_takes_launch_booleans_and_passes_the_policy_as_a_string(stand_in,
+                                                                            monkeypatch):
+    # launch's conditions take 1/0 in any case; a policy such as 1 or on must reach the
+    # agent as a string (ParameterValue), not as what YAML makes of it.
+    sim, agent = stand_in.run('mujoco_sim.launch.py', monkeypatch, use_sim_time='1',
+                              policy='random', task='reacher', namespace='r1')
+    assert _parameters(sim)[1] == {'publish_clock': True, 'real_time_factor': 1.0}
+    assert _parameters(agent)[1] == {'use_sim_time': True, 'policy': 'random', 'episodes': 3}
+    assert all(not isinstance(v, str) or v == 'random' for v in agent['parameters'][1].values())
+    assert sim['namespace'] == agent['namespace'] == 'r1'
+    stand_in.nodes.clear()
+    sim, = stand_in.run('mujoco_sim.launch.py', monkeypatch, agent='FALSE',
+                        real_time_factor='0')  # the simulator alone may run flat out
+    assert _parameters(sim)[1]['real_time_factor'] == 0.0
+
+
+@pytest.mark.parametrize('name, value', [
+    ('episodes', '0'), ('episodes', '2.0'), ('use_sim_time', 'yes'), ('real_time_factor', '0'),
+    ('real_time_factor', 'fast'), ('policy', 'swingup'), ('namespace', 'r-1'),
+    ('task', 'pendulum'), ('agent', 'no')])
+def test_mujoco_sim_refuses_a_bad_argument_before_any_node(stand_in, monkeypatch, name, value):
+    # The agent refuses episodes:=0 (exit 2) and cannot follow a flat-out clock: the launch
+    # used to start mujoco_sim and the agent with them anyway, or fail on a bare int().
+    with pytest.raises(LaunchArgumentError, match=name):
+        stand_in.run('mujoco_sim.launch.py', monkeypatch, **{name: value})
+    assert stand_in.nodes == []
+
+
+def test_mujoco_sim_ending_first_fails_the_launch(stand_in, monkeypatch):
+    sim, _ = stand_in.run('mujoco_sim.launch.py', monkeypatch)
+    with pytest.raises(LaunchFailure, match='mujoco_sim exited'):
+        _exit(sim, 0)
+    assert _exit(sim, 0, shutting_down=True) is None
+    stand_in.nodes.clear()
+    sim, = stand_in.run('mujoco_sim.launch.py', monkeypatch, agent='false')
+    with pytest.raises(LaunchFailure, match='mujoco_sim exited with code 1'):
+        _exit(sim, 1)
+
+
+@pytest.mark.parametrize('launch_file', ['agent.launch.py', 'sim_demo.launch.py',
+                                         'mujoco_sim.launch.py'])
 def test_every_argument_is_described_with_a_default(stand_in, monkeypatch, launch_file):
     description, _ = stand_in.load(launch_file, monkeypatch)
     for argument in description.get_launch_arguments():
