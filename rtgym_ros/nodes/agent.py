@@ -141,6 +141,7 @@ def main(args: list[str] | None = None) -> int:
     except ValueError as error:
         print(f'agent: {error}', file=sys.stderr)
         return 2
+    _raise_on_stop_signals()
     try:
         given = read_node_parameters(args, default_node_name='agent', source='agent --ros-args')
         parameters = dict(given.parameters)
@@ -152,13 +153,16 @@ def main(args: list[str] | None = None) -> int:
     except ParametersUnreadable as error:
         print(f'agent: {error}', file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return _interrupted_before_the_robot_moved()
     if not parameters:
         print('agent: no robot config: give one with --ros-args --params-file ROBOT_CONFIG '
               '(see agent --help)', file=sys.stderr)
         return 2
-    _raise_on_sigterm()
     try:
         env = RosEnv(node_name=given.node_name, namespace=given.namespace, **parameters)
+    except KeyboardInterrupt:  # the env closed itself: nothing was sent to the robot
+        return _interrupted_before_the_robot_moved()
     except (ValueError, TypeError, FileNotFoundError) as error:
         print(f'agent: invalid robot config: {error}', file=sys.stderr)
         return 2
@@ -200,12 +204,24 @@ def main(args: list[str] | None = None) -> int:
     return status
 
 
-def _raise_on_sigterm() -> None:
-    """SIGTERM (ros2 launch, systemd) ends the run like Ctrl-C: robot stopped, clean exit."""
+def _raise_on_stop_signals() -> None:
+    """
+    SIGINT and SIGTERM (ros2 launch, systemd) end the run alike: robot stopped, clean exit.
+
+    SIGINT too, as rclpy.init() does: a process started with SIGINT ignored (``agent ... &``
+    in a non-interactive shell) would otherwise keep ignoring it.
+    """
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, handler)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, handler)
+
+
+def _interrupted_before_the_robot_moved() -> int:
+    print('agent: interrupted before the first episode; the robot was not moved',
+          file=sys.stderr)
+    return 0
 
 
 if __name__ == '__main__':

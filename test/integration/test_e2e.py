@@ -8,6 +8,7 @@ import itertools
 import math
 import os
 from pathlib import Path
+import signal
 import subprocess
 import sys
 import time
@@ -230,3 +231,33 @@ def test_agent_without_a_robot_config_says_so():
     assert result.returncode == 2
     assert result.stderr.startswith('agent: no robot config: give one with --ros-args '
                                     '--params-file ROBOT_CONFIG'), result.stderr
+
+
+def _sigint_ignored() -> None:
+    """Start the child as a non-interactive shell starts ``agent ... &``: SIGINT ignored."""
+    die_with_parent()  # which sets SIGINT's default action: ignore it after
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_agent_started_with_sigint_ignored_still_stops_on_sigint(tmp_path):
+    # Python keeps an ignored SIGINT ignored; rclpy.init() installs its handler regardless, so
+    # a plain rclpy node started by `agent ... &` in a script stops on kill -INT. The agent
+    # ran on instead (here: to its reset time-out, exit 1).
+    log = tmp_path / 'agent.log'
+    with open(log, 'wb') as out:
+        agent = subprocess.Popen(
+            [sys.executable, '-m', 'rtgym_ros.nodes.agent', '--ros-args', '--params-file',
+             str(ROBOT_CONFIG), '-r', f'__ns:=/no_robot_{os.getpid()}'],
+            cwd=REPO, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_sigint_ignored)
+    try:
+        deadline = time.monotonic() + 60.0
+        while 'agent: policy' not in log.read_text():
+            assert agent.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        agent.send_signal(signal.SIGINT)
+        assert agent.wait(timeout=30) == 0, log.read_text()
+        assert 'agent: interrupted, stopping the robot' in log.read_text()
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait(5.0)

@@ -128,7 +128,7 @@ def test_the_nodes_exit_one_with_the_readers_failure_and_no_traceback(
         tmp_path, monkeypatch, capsys, node, args):
     """The agent's own parameters, check's, and a robot config the env reads: all via rcl."""
     from rtgym_ros.nodes import agent, check
-    monkeypatch.setattr(agent, '_raise_on_sigterm', lambda: None)  # pytest's own handler stays
+    monkeypatch.setattr(agent, '_raise_on_stop_signals', lambda: None)  # pytest's stay
     if args[-1].endswith('robot.yaml'):  # the first read answers; the robot config's fails
         monkeypatch.setattr(parameters, '_READER', _reader(
             tmp_path, 'if "--params-file" in request["args"]:\n    sys.exit(4)\n' +

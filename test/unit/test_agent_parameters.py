@@ -20,7 +20,7 @@ def no_env(monkeypatch):
         raise AssertionError('the agent made the env: a parameter was let through')
 
     monkeypatch.setattr(agent, 'RosEnv', refuse)
-    monkeypatch.setattr(agent, '_raise_on_sigterm', lambda: None)  # pytest's handler stays
+    monkeypatch.setattr(agent, '_raise_on_stop_signals', lambda: None)  # pytest's stay
 
 
 def run(capsys, node: str, *args: str) -> tuple[int, str]:
@@ -81,3 +81,17 @@ def test_check_refuses_the_agent_parameters_the_agent_refuses(capsys, tmp_path):
     code = check.main(['check', with_key(tmp_path, 'progress: 1')])
     assert (code, capsys.readouterr().err) == (
         2, 'check: invalid robot config: progress must be true or false, got 1 (int)\n')
+
+
+def test_a_stop_signal_while_the_env_is_made_exits_zero_without_a_traceback(capsys,
+                                                                            monkeypatch):
+    # SIGINT/SIGTERM raise KeyboardInterrupt wherever the agent is: while RosEnv starts its
+    # nodes (about a second), it escaped main() (traceback, exit 130 or 1; ros2 launch then
+    # reports a failed node on Ctrl-C). The env closes itself when its constructor raises.
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(agent, 'RosEnv', interrupted)
+    code, err = run(capsys, 'agent', '--params-file', str(PENDULUM))
+    assert code == 0, err
+    assert err == 'agent: interrupted before the first episode; the robot was not moved\n'
