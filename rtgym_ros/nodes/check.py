@@ -104,7 +104,7 @@ def _report(args: list[str], options: argparse.Namespace, *, ros_args: bool) -> 
     given_keys |= {'namespace'} if namespace else set()
     config = resolve_robot_config(env_config)
     action_space, layout, observation_space = robot_spaces(config, spec)
-    full_name = f'{namespace.rstrip("/")}/{name}' if namespace else f'/{name}'
+    full_name = f'/{namespace.strip("/")}/{name}' if namespace.strip('/') else f'/{name}'
     return describe(config, spec, action_space, layout, observation_space, agent=agent,
                     given=given_keys, header=f'{source}, as read for the node {full_name}')
 

@@ -87,6 +87,14 @@ def test_check_prints_spaces_and_which_index_is_which_value(capsys):
     assert re.search(r'^\s+policy\s+zero\s+\(default\)$', out, re.MULTILINE)
 
 
+@pytest.mark.parametrize('namespace', ['r1', '/r1'])
+def test_check_names_the_node_of_a_relative_namespace_as_rcl_does(capsys, namespace):
+    # gym.make(..., namespace='r1') makes the node /r1/rtgym_env; check said r1/rtgym_env.
+    code, out, err = run(capsys, PENDULUM, '--namespace', namespace)
+    assert code == 0, err
+    assert out.splitlines()[0] == f'robot config: {PENDULUM}, as read for the node /r1/rtgym_env'
+
+
 def test_check_takes_the_agents_arguments(capsys):
     code, out, err = run(capsys, '--ros-args', '--params-file', PENDULUM, '-p',
                          'time_step_duration:=0.04', '-p', 'policy:=random', '-p',
