@@ -7,6 +7,7 @@ that a machine (and its DDS setup) can hold the real-time schedule, before a rob
 """
 
 import argparse
+import math
 import sys
 import time
 from typing import Any, Callable
@@ -111,14 +112,27 @@ def _python_load(duration: float) -> int:
     return count
 
 
+def _positive(kind: type) -> Callable[[str], Any]:
+    """Return an argparse type: a finite ``kind`` > 0, refused as a usage error otherwise."""
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f'must be a finite number > 0, got {text!r}')
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names it in "invalid float value: 'x'"
+    return parse
+
+
 def main(args: list[str] | None = None) -> int:
     # Imported here: step_timing imports this module into rtgym's processes, which load no rclpy.
     from rclpy.utilities import remove_ros_args
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument('--rate', type=float, default=100.0, help='time-steps per second')
-    parser.add_argument('--steps', type=int, default=1000, help='time-steps to run')
+    parser.add_argument('--rate', type=_positive(float), default=100.0,
+                        help='time-steps per second')
+    parser.add_argument('--steps', type=_positive(int), default=1000, help='time-steps to run')
     parser.add_argument('--load', choices=LOADS, default='sleep',
                         help='what the agent does for half a step between steps')
     options = parser.parse_args(remove_ros_args(sys.argv if args is None else args)[1:])
