@@ -8,6 +8,7 @@ line per episode and a summary table; Ctrl-C or SIGTERM stops the robot (default
 exits cleanly. ``agent --help`` lists the parameters and starts nothing.
 """
 
+import os
 import signal
 import sys
 import time
@@ -75,11 +76,24 @@ def agent_options(parameters: dict[str, Any]) -> dict[str, Any]:
     options = {key: parameters.pop(key, default) for key, default in AGENT_DEFAULTS.items()}
     for key in ('policy', 'timing_csv', 'timing_plot'):
         check_string(options[key], key=key)
+    for key in ('timing_csv', 'timing_plot'):  # written after the run: say so before it
+        if options[key]:
+            _check_writable(options[key], key=key)
     check_policy(options['policy'])
     check_int(options['episodes'], key='episodes', minimum=1)
     check_int(options['seed'], key='seed', minimum=0)  # numpy refuses negative seeds
     check_bool(options['progress'], key='progress')
     return options
+
+
+def _check_writable(path: str, *, key: str) -> None:
+    """Refuse a file path whose directory is missing or not writable, naming ``key``."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f'{key} must be a file path, got the directory {path!r}')
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise ValueError(f'{key}: cannot write {path!r}: the directory {folder} is missing or '
+                         'not writable')
 
 
 def run_episode(env: Any, policy: Any, index: int, *, seed: int | None) -> EpisodeRecord:

@@ -74,6 +74,17 @@ def test_an_agent_parameter_of_the_wrong_type_or_range_exits_two_naming_it(
     assert err == f'agent: invalid parameters: {message}\n'
 
 
+@pytest.mark.parametrize('key', ['timing_csv', 'timing_plot'])
+def test_an_output_file_that_cannot_be_written_exits_two_before_the_run(capsys, tmp_path, key):
+    missing = tmp_path / 'no_such_dir' / 'out.csv'
+    code, err = run(capsys, 'agent', '--params-file', str(PENDULUM), '-p', f'{key}:={missing}')
+    assert (code, err) == (2, f"agent: invalid parameters: {key}: cannot write '{missing}': "
+                              f'the directory {missing.parent} is missing or not writable\n')
+    code, err = run(capsys, 'agent', '--params-file', str(PENDULUM), '-p', f'{key}:={tmp_path}')
+    assert (code, err) == (2, f'agent: invalid parameters: {key} must be a file path, got the '
+                              f"directory '{tmp_path}'\n")
+
+
 def test_check_refuses_the_agent_parameters_the_agent_refuses(capsys, tmp_path):
     code, err = run(capsys, 'check', '--params-file', str(PENDULUM), '-p', 'episodes:=0')
     assert (code, err) == (2, 'check: invalid robot config: episodes must be an integer >= 1, '
