@@ -53,9 +53,12 @@ def wants_help(args: Sequence[str], *, prog: str) -> bool:
     own = own_arguments(args)
     unknown = [arg for arg in own if arg not in HELP_FLAGS]
     if unknown:
+        # rcl's old form of a remap, NAME:=VALUE outside --ros-args: the rule must say so.
+        remap = ('; a remap is given as --ros-args -r NAME:=VALUE' if ':=' in unknown[0]
+                 else '')
         raise ValueError(
             f'unknown argument {unknown[0]!r}: parameters are given as --ros-args -p '
-            f'NAME:=VALUE or --ros-args --params-file FILE (see {prog} --help)')
+            f'NAME:=VALUE or --ros-args --params-file FILE{remap} (see {prog} --help)')
     return bool(own)
 
 

@@ -47,6 +47,15 @@ def test_a_stray_argument_is_refused_with_the_way_to_pass_parameters():
         wants_help(['agent', '--policy', 'random'], prog='agent')
 
 
+def test_rcls_old_remap_form_is_refused_with_the_way_to_remap():
+    # rcl still reads NAME:=VALUE outside --ros-args as a remap (deprecated); a parameter given
+    # so (policy:=random) would silently become one, so it is refused, saying both ways.
+    with pytest.raises(ValueError, match=r"^unknown argument '__ns:=/r1': parameters are given "
+                                         r'as .*; a remap is given as --ros-args -r '
+                                         r'NAME:=VALUE \(see agent --help\)'):
+        wants_help(['agent', '__ns:=/r1'], prog='agent')
+
+
 @pytest.mark.parametrize('default, kind, text', [
     (True, 'bool', 'true'), (False, 'bool', 'false'), (3, 'integer', '3'),
     (0.5, 'double', '0.5'), ('', 'string', "''"), ('zero', 'string', "'zero'")])
