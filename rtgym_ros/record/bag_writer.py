@@ -6,6 +6,11 @@ reference to the message in a bounded queue, which never blocks: when the queue 
 message is dropped and counted. The writer thread serializes it to CDR
 (``rclpy.serialization.serialize_message``, what ``ros2 bag record`` stores) and writes it
 with rosbags; ``close()`` drains the queue and writes the bag's index and ``metadata.yaml``.
+
+rosbags keeps the MCAP chunk being filled in memory (up to 1 MiB) and the file behind a
+buffer: a process killed before ``close()`` would leave an empty file. So the writer thread
+ends the chunk and flushes the file at least every ``FLUSH_PERIOD`` seconds: a killed process
+loses at most that much, and ``ros2 bag reindex`` (or ``mcap recover``) reads the rest.
 """
 
 from collections import Counter
@@ -13,6 +18,7 @@ import json
 from pathlib import Path
 import queue
 import threading
+import time
 from typing import Any, Callable
 
 from rclpy.serialization import serialize_message
@@ -20,6 +26,8 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from rtgym_ros.record.message_types import cdr_size, describe
 
 _POLL = 0.1  # s: how often an idle writer thread looks for close()
+FLUSH_PERIOD = 1.0
+"""Seconds a written message may stay in memory, at most, before it is in the file."""
 
 
 class BagWriter:
@@ -40,7 +48,7 @@ class BagWriter:
         self._closed = False
         self.written = 0
         self.failed = 0
-        """Messages that could not be serialized or written (``error`` is the first reason)."""
+        """Messages (or flushes) that could not be serialized or written (``error``: the first)."""
         self.error: Exception | None = None
         self._thread = threading.Thread(target=self._run, name=f'rtgym_ros bag {self.path.name}',
                                         daemon=True)
@@ -89,7 +97,11 @@ class BagWriter:
             return dict(self._dropped)
 
     def _run(self) -> None:
+        flushed = time.monotonic()
         while not (self._closing.is_set() and self._queue.empty()):
+            if time.monotonic() - flushed >= FLUSH_PERIOD:
+                self._flush()
+                flushed = time.monotonic()
             try:
                 topic_id, time_ns, message = self._queue.get(timeout=_POLL)
             except queue.Empty:
@@ -105,6 +117,20 @@ class BagWriter:
             except Exception as error:  # noqa: B902 - counted, reported by close()
                 self.failed += 1
                 self.error = self.error or error
+
+    def _flush(self) -> None:
+        """End the MCAP chunk being filled (if it holds a message) and flush the file."""
+        try:
+            with self._lock:
+                storage = self._writer.storage
+                chunk = getattr(storage, 'chunk', None)
+                if chunk is None or not chunk.msgs:
+                    return
+                storage.close_chunk()
+                storage.bio.flush()
+        except Exception as error:  # noqa: B902 - counted, reported by close()
+            self.failed += 1
+            self.error = self.error or error
 
     def close(self, *, timeout: float = 30.0) -> bool:
         """

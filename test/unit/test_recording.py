@@ -6,7 +6,10 @@ on a robot is in test/integration/test_recorded_episodes.py. Needs rosbags (the 
 """
 
 import json
+import os
 from pathlib import Path
+import subprocess
+import sys
 import threading
 
 from diagnostic_msgs.msg import DiagnosticStatus
@@ -157,6 +160,38 @@ def test_a_message_that_cannot_be_written_is_counted_and_the_rest_are_written(tm
     assert bag.close()
     assert bag.failed == 1 and isinstance(bag.error, ZeroDivisionError)
     assert [list(m.data) for m in read_bag(tmp_path / 'run')['/cmd']] == [[1.0]]
+
+
+KILLED_WRITER = """
+import os, sys, time
+from std_msgs.msg import Float64MultiArray
+from rtgym_ros.record.bag_writer import BagWriter
+bag = BagWriter(sys.argv[1])
+topic = bag.add_topic('/cmd', Float64MultiArray)
+for i in range(300):
+    bag.write(topic, 1_000 + i, Float64MultiArray(data=[float(i)]))
+time.sleep(1.5)  # the writer's FLUSH_PERIOD (1 s), and some
+os._exit(0)  # killed: no close(), no atexit
+"""
+
+
+def test_a_killed_process_leaves_what_was_written_in_the_mcap_file(tmp_path):
+    """The messages written over a second before the kill are in the file, for reindex."""
+    stream_reader = pytest.importorskip('mcap.stream_reader', reason='mcap is not installed')
+    records = pytest.importorskip('mcap.records', reason='mcap is not installed')
+    exceptions = pytest.importorskip('mcap.exceptions', reason='mcap is not installed')
+    subprocess.run([sys.executable, '-c', KILLED_WRITER, str(tmp_path / 'run')], check=True,
+                   timeout=60, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert not (tmp_path / 'run' / 'metadata.yaml').exists()
+    data = []
+    with open(tmp_path / 'run' / 'run.mcap', 'rb') as handle:
+        try:
+            for record in stream_reader.StreamReader(handle).records:
+                if isinstance(record, records.Message):
+                    data.append(record.log_time)
+        except exceptions.EndOfFile:
+            pass  # no footer: the process never closed the bag
+    assert data == [1_000 + i for i in range(300)]
 
 
 # -- step records -------------------------------------------------------------------------------
