@@ -132,6 +132,19 @@ class BagWriter:
             self.failed += 1
             self.error = self.error or error
 
+    def discard(self) -> None:
+        """Stop the writer thread and remove the bag: nothing was recorded (the env failed)."""
+        self._closing.set()
+        self._thread.join(_POLL * 10)
+        self._closed = True
+        with self._lock:
+            self._writer.abort()
+        try:
+            (self.path / f'{self.path.name}.mcap').unlink()
+            self.path.rmdir()
+        except OSError:
+            pass  # not ours to remove (something else put a file there)
+
     def close(self, *, timeout: float = 30.0) -> bool:
         """
         Write what is queued, then the bag's index and ``metadata.yaml``; idempotent.

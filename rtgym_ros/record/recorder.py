@@ -136,6 +136,10 @@ class EpisodeRecorder:
         """Messages the bag lost, by topic (the writer thread fell behind)."""
         return self.bag.dropped
 
+    def discard(self) -> None:
+        """Remove the bag: the env that would have recorded into it could not be made."""
+        self.bag.discard()
+
     def close(self) -> None:
         """Finish the bag (index, ``metadata.yaml``); warn about anything lost. Idempotent."""
         finished = self.bag.close()

@@ -90,11 +90,16 @@ class RosEnv(RealTimeEnv):
         if spec.record is not None:  # rosbags is needed only then
             from rtgym_ros.record.recorder import EpisodeRecorder
             self.recorder = EpisodeRecorder(spec.record)
-        config = resolve_robot_config(dict(env_config, interface_kwargs={
-            'spec': spec, 'recorder': self.recorder}))
-        # The spaces first: a failing obs_prepro_func is a config error before any node.
-        _, self.layout, observation_space = robot_spaces(config, spec)
-        super().__init__(config, render_mode=render_mode)
+        try:
+            config = resolve_robot_config(dict(env_config, interface_kwargs={
+                'spec': spec, 'recorder': self.recorder}))
+            # The spaces first: a failing obs_prepro_func is a config error before any node.
+            _, self.layout, observation_space = robot_spaces(config, spec)
+            super().__init__(config, render_mode=render_mode)
+        except BaseException:
+            if self.recorder is not None:  # no env, no episode: the path stays free for a rerun
+                self.recorder.discard()
+            raise
         self.interface.time_step_duration = self.time_step_duration
         self.interface.on_safe_action = self._safe_action_sent
         self.observation_space = observation_space

@@ -13,8 +13,11 @@ import sys
 import threading
 
 from diagnostic_msgs.msg import DiagnosticStatus
+from emulated_robots import robot_params, write_config
+import gymnasium as gym
 import numpy as np
 import pytest
+import rtgym_ros  # noqa: F401
 from rtgym_ros.record.config import record_spec
 from sensor_msgs.msg import JointState, LaserScan
 from std_msgs.msg import Float64MultiArray
@@ -220,3 +223,14 @@ def test_values_are_written_as_text_a_reader_parses():
                               float('inf'), 'a', [], ['a', 'b'], (1, 2.5))] == [
         'true', 'false', '3', '-2', '0.1', '0.5', 'inf', 'a', '', 'a,b', '1,2.5']
     assert flatten({'a': {'b': {'c': 1}}, 'd': 2}) == [('a.b.c', 1), ('d', 2)]
+
+
+def test_an_env_that_cannot_be_made_leaves_no_bag_behind(tmp_path):
+    """A config error found after the bag was opened: the same path works once it is fixed."""
+    bag = tmp_path / 'episodes'
+    config = write_config(tmp_path / 'robot.yaml', robot_params(
+        obs_prepro_func='prepro_functions:fails', record={'path': str(bag)}))
+    with pytest.raises(ValueError, match='obs_prepro_func failed'):
+        gym.make('rtgym_ros/ros-v1', robot_config=str(config), namespace='/no_bag')
+    assert not bag.exists()
+    assert not [t for t in threading.enumerate() if t.name.startswith('rtgym_ros bag')]
