@@ -279,7 +279,7 @@ class RosInterface(RealTimeGymInterface):
             replaced, self.last_action = self.last_action, target
         stamp = self._clock.now().to_msg()
         start = 0
-        messages = []
+        messages = []  # as published; None: its publish() raised (nothing went out to record)
         failed: Exception | None = None
         for group, publisher in zip(self.spec.actions, self._publishers):
             message = group.writer.build(control[start:start + group.size],
@@ -288,11 +288,13 @@ class RosInterface(RealTimeGymInterface):
                 publisher.publish(message)
             except Exception as error:  # noqa: B902 - rclpy's errors; re-raised below
                 failed = failed or error
+                message = None
             messages.append(message)
             start += group.size
         self.last_action_time = self.now()
         for record, message in zip(self._sent, messages):
-            record(message, stamp)
+            if message is not None:
+                record(message, stamp)
         if failed is not None:
             raise failed
         return target, replaced

@@ -110,3 +110,22 @@ def test_the_bag_opens_with_foxglove_reader(recorded):
         joint_states = [message for _, channel, _, message in reader.iter_decoded_messages()
                         if channel.topic == f'{robot.ns}/joint_states']
     assert joint_states and all(list(m.name) == ['j0'] for m in joint_states)
+
+
+def test_a_command_that_could_not_be_published_is_not_in_the_bag(spawn, make_env, tmp_path):
+    """The bag holds each action message as published: one whose publish() raised is not."""
+    robot = spawn()
+    bag = tmp_path / 'episodes'
+    env = make_env(robot, record={'path': str(bag)})
+    env.reset()
+    env.step(act(0.5))
+    env.step(act(0.25))
+    robot.wait_commands(3)  # the default, 0.5 and 0.25
+    inner = env.unwrapped
+    publisher = inner.interface._publishers[0]
+    inner._runtime.call(lambda: inner._runtime.node.destroy_publisher(publisher))
+    inner._stop_robot()  # the publication fails (logged): nothing went out
+    env.close()  # the safe action fails again
+    sent = [list(message.data) for _, message in decoded(bag)[f'{robot.ns}/command']]
+    assert sent == [command['data'] for command in robot.commands()] == [
+        [DEFAULT], [f32(0.5)], [f32(0.25)]]
