@@ -46,6 +46,7 @@ class BagWriter:
         self._drop_lock = threading.Lock()
         self._closing = threading.Event()
         self._closed = False
+        self._can_flush = True  # False: this rosbags version has not the internals it uses
         self.written = 0
         self.failed = 0
         """Messages (or flushes) that could not be serialized or written (``error``: the first)."""
@@ -99,7 +100,7 @@ class BagWriter:
     def _run(self) -> None:
         flushed = time.monotonic()
         while not (self._closing.is_set() and self._queue.empty()):
-            if time.monotonic() - flushed >= FLUSH_PERIOD:
+            if self._can_flush and time.monotonic() - flushed >= FLUSH_PERIOD:
                 self._flush()
                 flushed = time.monotonic()
             try:
@@ -128,6 +129,8 @@ class BagWriter:
                     return
                 storage.close_chunk()
                 storage.bio.flush()
+        except AttributeError:  # rosbags' MCAP writer of another version (its internals)
+            self._can_flush = False
         except Exception as error:  # noqa: B902 - counted, reported by close()
             self.failed += 1
             self.error = self.error or error
