@@ -3,6 +3,7 @@
 from typing import Callable
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 
 OK = DiagnosticStatus.OK
@@ -10,7 +11,12 @@ WARN = DiagnosticStatus.WARN
 
 
 class DiagnosticsPublisher:
-    """Publish ``collect()`` — ``(level, message, {key: value})`` — every ``period`` seconds."""
+    """
+    Publish ``collect()`` — ``(level, message, {key: value})`` — every ``period`` seconds.
+
+    Steady seconds, under sim time too: a paused simulator or a stopped ``/clock`` is what the
+    monitor must see reported, not a status gone stale (the header stamp is the node's clock).
+    """
 
     def __init__(self, node: Node, *, name: str, period: float,
                  collect: Callable[[], tuple[bytes, str, dict[str, object]]]) -> None:
@@ -18,7 +24,8 @@ class DiagnosticsPublisher:
         self._name = name
         self._collect = collect
         self._publisher = node.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        self._timer = node.create_timer(period, self._publish)
+        self._timer = node.create_timer(period, self._publish,
+                                        clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def _publish(self) -> None:
         try:

@@ -3,6 +3,7 @@
 import threading
 import time
 
+from diagnostic_msgs.msg import DiagnosticArray
 from dummy_interfaces import CountingInterface
 from emulated_robots import next_name, write_config
 import gymnasium as gym
@@ -363,3 +364,25 @@ def test_a_clock_that_goes_back_a_little_keeps_the_period_as_an_rclpy_timer_does
         reference.destroy_node()
     assert per_tick == pytest.approx(T, rel=0.1)  # rclpy: the period stays T
     assert per_step == pytest.approx(T, rel=0.1)
+
+
+def test_diagnostics_go_on_while_the_simulators_clock_stands_still(sim_clock, sim_sensor,
+                                                                   ros_env, probe):
+    """A paused simulator is what a monitor must see reported, not a status gone stale."""
+    clock = sim_clock(rate=1.0)
+    sensor = sim_sensor(clock)
+    statuses: list = []
+    subscription = probe.node.create_subscription(
+        DiagnosticArray, '/diagnostics', lambda array: statuses.extend(
+            status for status in array.status if status.hardware_id.startswith(sensor.ns)), 50)
+    try:
+        env = ros_env(sensor.ns, diagnostics_period=0.2)
+        env.reset()
+        wait_for(lambda: statuses, 10.0, 'a first status on /diagnostics')
+        clock.silent = True  # paused: /clock stands still
+        time.sleep(0.3)
+        before = len(statuses)
+        time.sleep(1.0)
+        assert len(statuses) - before >= 3, f'{len(statuses) - before} statuses in 1 s'
+    finally:
+        probe.node.destroy_subscription(subscription)
