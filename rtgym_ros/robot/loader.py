@@ -479,6 +479,11 @@ def _check_bounds(low: np.ndarray, high: np.ndarray, *, key: str) -> None:
     if len(low) != len(high):
         raise ValueError(f'{key}.low and {key}.high must have the same length, '
                          f'got {len(low)} and {len(high)}')
+    for what, values, empty in (('low', low, np.inf), ('high', high, -np.inf)):
+        bad = np.flatnonzero(np.isnan(values) | (values == empty))
+        if bad.size:  # a NaN bound, or one that leaves no value (gymnasium's Box takes it)
+            raise ValueError(f'{key}.{what} must be a number, and not {empty:+}, got '
+                             f'{short_repr(values.tolist())} (index {bad.tolist()})')
     bad = np.flatnonzero(low > high)
     if bad.size:
         raise ValueError(f'{key}.low must be <= {key}.high, got low > high at index '

@@ -247,6 +247,11 @@ ERRORS: dict[str, tuple[Callable[[dict], Any], list[str]]] = {
     'observation_low_above_high': (
         lambda p: observation(p).update(low=[1.0, 1.0], high=[0.0, 0.0]),
         ['observations.joints.low', 'observations.joints.high']),
+    'observation_nan_bound': (lambda p: observation(p).update(low=[float('nan'), 0.0]),
+                              ['observations.joints.low', 'must be a number', 'index [0]']),
+    'observation_bound_of_nothing': (
+        lambda p: observation(p).update(low=[0.0, float('inf')]),
+        ['observations.joints.low', 'not +inf', 'index [1]']),
     'default_outside_bounds': (lambda p: action(p).update(default=[3.0]),
                                ['actions.effort.default', '[3.0]']),
     'infinite_bound': (lambda p: action(p).update(high=[float('inf')]),
