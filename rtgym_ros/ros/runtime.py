@@ -61,6 +61,37 @@ _names_lock = threading.Lock()
 _live_names: set[str] = set()  # full names of the nodes of the live runtimes of this process
 
 
+_rcl_started = False  # this process, or the one it was forked from, initialized rcl
+_forked_after_rcl = False  # this process was forked from one that had initialized rcl
+
+
+def _note_fork_in_child() -> None:
+    global _forked_after_rcl
+    _forked_after_rcl = _forked_after_rcl or _rcl_started
+
+
+os.register_at_fork(after_in_child=_note_fork_in_child)
+
+
+def _check_not_forked_after_rcl() -> None:
+    """
+    Refuse to start rcl in a forked child of a process that had started it: it would hang.
+
+    DDS keeps process-wide state whose threads do not come along with a fork: ``rclpy.init``
+    waits forever in such a child. Gymnasium's ``AsyncVectorEnv`` makes an env in the parent
+    (for the spaces) and then starts its workers with the platform's default, fork on Linux.
+    """
+    global _rcl_started
+    if _forked_after_rcl:
+        raise RuntimeError(
+            'this process was forked from one that had started ROS (an env was made there): '
+            'rcl would hang here, as DDS does not survive a fork; start subprocesses with '
+            "spawn or forkserver: AsyncVectorEnv(..., context='spawn'), "
+            "gym.make_vec(..., vector_kwargs={'context': 'spawn'}), "
+            "SubprocVecEnv(..., start_method='forkserver')")
+    _rcl_started = True
+
+
 def _full_name(namespace: str, name: str) -> str:
     return f'/{namespace.strip("/")}/{name}'.replace('//', '/')
 
@@ -106,6 +137,7 @@ class RosRuntime:
     def _start(self, *, node_name: str, namespace: str, use_sim_time: bool,
                domain_id: int | None, args: list[str] | None,
                parameter_overrides: list[Parameter] | None) -> None:
+        _check_not_forked_after_rcl()
         self.context = Context()
         rclpy.init(args=args, context=self.context, domain_id=_domain_id(domain_id),
                    signal_handler_options=SignalHandlerOptions.NO)

@@ -7,12 +7,15 @@ stable-baselines3 is installed (the ``train`` extra) and is skipped, saying so, 
 
 import contextlib
 import functools
+import multiprocessing
 from typing import Callable, Iterator
 
+from dummy_interfaces import CountingInterface
 import gymnasium as gym
 import numpy as np
 import pytest
 from ros_probe import Recorder, REPO, SimProcess, wait_until
+from rtgym_ros import DEFAULT_CONFIG_DICT
 from rtgym_ros.robot.env import RosEnv
 from sensor_msgs.msg import JointState
 
@@ -84,3 +87,37 @@ def test_sb3_subproc_vec_env_with_forkserver_drives_each_robot_separately(probe,
         finally:
             envs.close()
         assert_each_robot_got_its_own_torque_then_zero(states)
+
+
+def _make_env_and_report(errors) -> None:
+    """Child process: make an env, report what went wrong (or nothing)."""
+    try:
+        env = gym.make('rtgym_ros/real-time-gym-v1', config=dict(
+            DEFAULT_CONFIG_DICT, interface=CountingInterface, time_step_duration=0.02,
+            start_obs_capture=0.02))
+        env.close()
+        errors.put('')
+    except Exception as error:
+        errors.put(f'{type(error).__name__}: {error}')
+
+
+def test_an_env_in_a_child_forked_after_ros_started_is_an_error_not_a_hang():
+    # AsyncVectorEnv makes (and closes) an env in the parent for the spaces, then starts its
+    # workers with the platform's default, fork on Linux, as gym.make_vec(..., 'async') does:
+    # rclpy.init() in such a child waits forever.
+    gym.make('rtgym_ros/real-time-gym-v1', config=dict(
+        DEFAULT_CONFIG_DICT, interface=CountingInterface)).close()
+    context = multiprocessing.get_context('fork')
+    errors = context.Queue()
+    child = context.Process(target=_make_env_and_report, args=(errors,), daemon=True)
+    child.start()
+    try:
+        child.join(timeout=20.0)
+        assert not child.is_alive(), 'the forked child hangs making the env'
+        error = errors.get(timeout=5.0)
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join(timeout=5.0)
+    assert error.startswith('RuntimeError: ')
+    assert "context='spawn'" in error and 'fork' in error
