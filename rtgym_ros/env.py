@@ -391,6 +391,10 @@ class RealTimeEnv(gymnasium.Env):
         """
         return None
 
+    def _last_action_on_reset(self, action: Any) -> Any:
+        """Return the action ``reset()`` sends again under ``last_act_on_reset`` (rtgym's)."""
+        return action
+
     def init_action_buffer(self) -> None:
         for _ in range(self.act_buf_len):
             self.act_buf.append(self.default_action)
@@ -442,6 +446,8 @@ class RealTimeEnv(gymnasium.Env):
             self.init_action_buffer()
         elif not self.last_act_on_reset:
             self.act_buf[-1] = self.default_action
+        else:
+            self.act_buf[-1] = self._last_action_on_reset(self.act_buf[-1])
         self._runner.release()
         gc_freeze.settle(self)
         if self.config.use_sim_time and not self._schedule.initialized:

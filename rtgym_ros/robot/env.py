@@ -214,6 +214,24 @@ class RosEnv(RealTimeEnv):
             self._reference = sent  # no later step yet: the next action counts from this one
         return action
 
+    def _last_action_on_reset(self, action: Any) -> Any:
+        """
+        User thread, ``reset()``: keep the episode's last action within ``max_delta``.
+
+        It is a step's action, sent again: a safe action may have gone out since (the
+        episode's ``wait()``, the watchdog), and the ramp starts again from it. Clipped under
+        ``reject`` too: a reset cannot refuse it.
+        """
+        if self._max_delta is None or action is self.default_action:
+            return action
+        target = self._sent
+        low = (target - self._max_delta).astype(np.float32)
+        high = (target + self._max_delta).astype(np.float32)
+        if np.all(action >= low) and np.all(action <= high):
+            return action
+        self.rate_limited_actions += 1
+        return np.clip(action, low, high)
+
     def _safe_action_sent(self, values: np.ndarray) -> None:
         """Any thread: the robot got its safe action; the next change counts from it."""
         self._reference = self._sent = _frozen(values)

@@ -577,6 +577,25 @@ def test_max_delta_counts_from_the_safe_action_wait_sent(spawn, make_env):
     assert values == [DEFAULT, 0.375, 0.625, DEFAULT, 0.375, 0.625], values
 
 
+def test_max_delta_limits_the_last_action_reset_sends_after_a_stop(spawn, make_env):
+    # last_act_on_reset: reset() sends the episode's last action again, a step's action, not
+    # a safe one: after wait_on_done's stop it ramps again from the safe action.
+    robot = spawn()
+    env = _rate_limited_env(robot, make_env, ep_max_length=3, reset_act_buf=False,
+                            last_act_on_reset=True)
+    env.reset()
+    for a in (0.375, 0.625, 0.875):
+        *_, truncated, _ = env.step(act(a))
+    assert truncated  # wait_on_done: the robot got its safe action
+    obs, _ = env.reset()
+    env.step(act(0.875))
+    robot.wait_commands(6)
+    values = robot.values()
+    # The episode's last action is never applied (rtgym): the robot stops at 0.625.
+    assert values[:6] == [DEFAULT, 0.375, 0.625, DEFAULT, 0.375, 0.625], values
+    assert obs['action_buffer'][-1, 0] == pytest.approx(0.375)  # what reset() sent
+
+
 def test_wrong_action_shape_raises(spawn, make_env):
     robot = spawn()
     env = make_env(robot)
