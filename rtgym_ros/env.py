@@ -515,6 +515,7 @@ class RealTimeEnv(gymnasium.Env):
 
     def stop(self) -> None:
         """Wait for the running time-step to complete."""
+        self._check_open()
         self._wait_time_step()
 
     def wait(self) -> None:
@@ -561,6 +562,7 @@ class RealTimeEnv(gymnasium.Env):
         It is what stops the robot, sent unchecked when it must be: it has to be an action of
         the interface's space (finite, in bounds, of its shape), checked here.
         """
+        self._check_open()
         space = self.interface_action_space
         value = default_action
         if isinstance(space, spaces.Box):  # any float array or list of the right values
@@ -576,16 +578,19 @@ class RealTimeEnv(gymnasium.Env):
     def set_time_step_duration(self, time_step_duration: float,
                                time_step_timeout_factor: float | None = None) -> None:
         """Change T (and optionally the elasticity) from the next time-step on."""
+        self._check_open()
         self._wait_time_step()
         self._schedule.set_time_step_duration(time_step_duration, time_step_timeout_factor)
 
     def set_start_obs_capture(self, start_obs_capture: float) -> None:
         """Change c from the next time-step on."""
+        self._check_open()
         self._wait_time_step()
         self._schedule.set_start_obs_capture(start_obs_capture)
 
     def set_ep_max_length(self, ep_max_length: int) -> None:
         """Change the episode length limit from the next step on."""
+        self._check_open()
         self._wait_time_step()
         self.ep_max_length = ep_max_length
 

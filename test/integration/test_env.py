@@ -387,6 +387,22 @@ def test_close_is_idempotent_and_sends_default(make_env):
         env.unwrapped.step(np.zeros(2, np.float32))
 
 
+@pytest.mark.parametrize('mid_step', [False, True])
+def test_rtgym_methods_after_close_say_the_env_is_closed(make_env, mid_step):
+    env = make_env(ep_max_length=2)
+    env.reset()
+    for _ in range(1 if mid_step else 2):  # closed in the episode, or after it ended
+        env.step(np.zeros(2, np.float32))
+    env.close()
+    inner = env.unwrapped
+    calls = {'stop': (), 'wait': (), 'set_default_action': (np.zeros(2, np.float32),),
+             'set_time_step_duration': (0.05,), 'set_start_obs_capture': (0.01,),
+             'set_ep_max_length': (5,)}
+    for name, args in calls.items():
+        with pytest.raises(RuntimeError, match='^the env is closed$'):
+            getattr(inner, name)(*args)
+
+
 def test_several_envs_in_one_process_then_no_leaked_threads(make_env):
     before = {t.name for t in threading.enumerate()}
     envs = [make_env(node_name=f'env_{i}') for i in range(3)]
