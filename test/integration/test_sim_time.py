@@ -14,6 +14,7 @@ from rclpy.context import Context
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.signals import SignalHandlerOptions
+from ros_probe import Probe
 from rtgym_ros import DEFAULT_CONFIG_DICT, RealTimeEnv
 from sensor_msgs.msg import JointState
 from sim_clock import SimClock
@@ -367,22 +368,23 @@ def test_a_clock_that_goes_back_a_little_keeps_the_period_as_an_rclpy_timer_does
 
 
 def test_diagnostics_go_on_while_the_simulators_clock_stands_still(sim_clock, sim_sensor,
-                                                                   ros_env, probe):
+                                                                   ros_env):
     """A paused simulator is what a monitor must see reported, not a status gone stale."""
     clock = sim_clock(rate=1.0)
     sensor = sim_sensor(clock)
+    monitor = Probe()  # a node of its own, as a monitor is
     statuses: list = []
-    subscription = probe.node.create_subscription(
+    monitor.node.create_subscription(
         DiagnosticArray, '/diagnostics', lambda array: statuses.extend(
             status for status in array.status if status.hardware_id.startswith(sensor.ns)), 50)
     try:
         env = ros_env(sensor.ns, diagnostics_period=0.2)
         env.reset()
-        wait_for(lambda: statuses, 10.0, 'a first status on /diagnostics')
+        wait_for(lambda: statuses, 20.0, 'a first status on /diagnostics')
         clock.silent = True  # paused: /clock stands still
         time.sleep(0.3)
         before = len(statuses)
         time.sleep(1.0)
         assert len(statuses) - before >= 3, f'{len(statuses) - before} statuses in 1 s'
     finally:
-        probe.node.destroy_subscription(subscription)
+        monitor.close()
