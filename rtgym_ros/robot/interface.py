@@ -50,6 +50,12 @@ def image_take() -> str:
     return choice
 
 
+_REQUEST_SHORT_NS = round(SIM_TIME_SLACK * 1e9) // 2
+"""How far short of its target a lockstep step request asks: the target is reached within
+SIM_TIME_SLACK of it, and a simulator that steps to the first step at or past the request stops
+at the target's step, not one later."""
+
+
 class RosInterface(RealTimeGymInterface):
     """Publishes action groups, fills observation slots, calls reset/pause services."""
 
@@ -585,8 +591,10 @@ class RosInterface(RealTimeGymInterface):
         publisher (discovery is asymmetric) is lost, so the env asks again while it waits.
         """
         if self._step_target is not None:
+            # Half the slack short of it: a target held in float seconds near the epoch may lie
+            # a few hundred ns past the simulator's step, which would then step once more.
             self._step_publisher.publish(Clock(clock=Time(
-                nanoseconds=round(self._step_target * 1e9),
+                nanoseconds=round(self._step_target * 1e9) - _REQUEST_SHORT_NS,
                 clock_type=ClockType.ROS_TIME).to_msg()))
 
     def _check_step_answer(self, future: Any) -> None:

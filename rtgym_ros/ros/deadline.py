@@ -14,8 +14,11 @@ from typing import Callable
 from rclpy.node import Node
 from rtgym_ros.ros.clock_reader import ClockReader
 
-SIM_TIME_SLACK = 1e-9
-"""/clock has ns resolution: a sim time is reached within one tick of it."""
+SIM_TIME_SLACK = 1e-6
+"""
+A sim time is reached within 1 µs of it: /clock counts nanoseconds, but a time near the epoch
+(1.7e9 s, a simulator or a recording on wall time) held in float seconds is 2.4e-7 s coarse.
+"""
 _MIN_WALL_LEAD = 50e-6  # below this, re-arming a timer costs more than sleeping
 TURN_ROOM = 4e-3
 """

@@ -184,7 +184,19 @@ def test_a_simulator_whose_time_starts_at_the_epoch(start_sim, tmp_path):
     one bit short of the clock was waited for until ``reset_timeout``.
     """
     sim = start_sim(start_ns=1_700_000_000_123_456_789)
-    start = time.monotonic()
-    [times], env = sim_times(sim, tmp_path, steps=30, ep_max_length=100, reset_timeout=3.0)
-    assert time.monotonic() - start < 8.0, sim.output()  # no capture waited out its bound
-    assert env.timeouts == 0 and env.stalls == 0
+    config = write_config(tmp_path / 'robot.yaml', robot_params(reset_timeout=3.0,
+                                                                 ep_max_length=100))
+    env = gym.make('rtgym_ros/ros-v1', robot_config=str(config), namespace=sim.ns,
+                   disable_env_checker=True)
+    try:
+        env.reset()
+        durations = []
+        for k in range(30):
+            start = time.monotonic()
+            env.step(np.array([k + 1.0], np.float32))
+            durations.append(time.monotonic() - start)
+        # No capture waited out its 3 s bound (a request DDS repairs may take a second).
+        assert max(durations) < 2.5, (durations, sim.output())
+        assert env.unwrapped.timeouts == 0 and env.unwrapped.stalls == 0
+    finally:
+        env.close()
