@@ -184,8 +184,8 @@ def test_a_simulator_whose_time_starts_at_the_epoch(start_sim, tmp_path):
     one bit short of the clock was waited for until ``reset_timeout``.
     """
     sim = start_sim(start_ns=1_700_000_000_123_456_789)
-    config = write_config(tmp_path / 'robot.yaml', robot_params(reset_timeout=3.0,
-                                                                 ep_max_length=100))
+    params = robot_params(reset_timeout=3.0, ep_max_length=100)
+    config = write_config(tmp_path / 'robot.yaml', params)
     env = gym.make('rtgym_ros/ros-v1', robot_config=str(config), namespace=sim.ns,
                    disable_env_checker=True)
     try:
