@@ -199,16 +199,9 @@ class RosEnv(RealTimeEnv):
         if handed is None:
             self._sent = _frozen(action)
             return action
-        target = self._sent
-        # In float32, as the action: the check's bound, rounded so, is no step past it here.
-        low = (target - self._max_delta).astype(np.float32)
-        high = (target + self._max_delta).astype(np.float32)
-        if np.all(action >= low) and np.all(action <= high):
-            sent = handed[1]
-        else:
-            self.rate_limited_actions += 1
-            action = np.clip(action, low, high)
-            sent = _frozen(action)
+        kept = self._kept_in_reach(action)
+        sent = handed[1] if kept is action else _frozen(kept)
+        action = kept
         self._sent = sent
         if self._pending is handed and (sent is not handed[1] or self._reference is not handed[1]):
             self._reference = sent  # no later step yet: the next action counts from this one
@@ -224,13 +217,25 @@ class RosEnv(RealTimeEnv):
         """
         if self._max_delta is None or action is self.default_action:
             return action
-        target = self._sent
-        low = (target - self._max_delta).astype(np.float32)
-        high = (target + self._max_delta).astype(np.float32)
+        return self._kept_in_reach(action)
+
+    def _kept_in_reach(self, action: np.ndarray) -> np.ndarray:
+        """Return ``action``, or it clipped within ``max_delta`` of the robot's last target."""
+        low, high = self._reach(self._sent)
         if np.all(action >= low) and np.all(action <= high):
             return action
         self.rate_limited_actions += 1
         return np.clip(action, low, high)
+
+    def _reach(self, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """
+        Return the bounds within ``max_delta`` of ``target``, in float32 as the action is.
+
+        One rounding for the check in step() and the one at publication: a float32 ramp of
+        ``max_delta`` a step is no step past either.
+        """
+        return ((target - self._max_delta).astype(np.float32),
+                (target + self._max_delta).astype(np.float32))
 
     def _safe_action_sent(self, values: np.ndarray) -> None:
         """Any thread: the robot got its safe action; the next change counts from it."""
@@ -306,11 +311,9 @@ class RosEnv(RealTimeEnv):
         limit = self._max_delta
         if limit is None:
             return values
-        previous = self._reference.astype(np.float64)
-        # In float32, as the action and as the check at publication (_within_reach): a float32
-        # ramp of max_delta a step is no step past the bound.
+        previous = self._reference
         values, clipped = self._keep_within(
-            values, (previous - limit).astype(np.float32), (previous + limit).astype(np.float32),
+            values, *self._reach(previous),
             lambda: f'moves more than max_delta {limit.tolist()} from the last target '
                     f'{previous.tolist()}')
         self.rate_limited_actions += clipped
