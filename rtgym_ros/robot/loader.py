@@ -233,7 +233,6 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
             raise ValueError(f'{key}.{what} must have {writer.size} values, got {len(values)}')
         if not np.all(np.isfinite(values)):
             raise ValueError(f'{key}.{what} must be finite, got {short_repr(values)}')
-    _check_bounds(low, high, key=key)
     if np.any(default < low) or np.any(default > high):
         raise ValueError(f'{key}.default must lie within low and high, got {short_repr(default)}')
     stamp = entry.get('stamp', 'now')
