@@ -137,15 +137,20 @@ def test_reset_service_resets_the_sim(sim, make_env):
     assert abs(abs(theta) - math.pi) < 0.05 and abs(velocity) < 0.05, obs  # hanging again
 
 
-def test_wait_pauses_the_sim_and_reset_resumes_it(sim, make_env):
+def paused_falling_pendulum(sim, make_env) -> tuple:
+    """Return an env whose pendulum fell for 10 steps, then wait() paused it; its interface."""
     robot = sim('initial_state:=[1.0, 0.0]')
     env = make_env(robot.namespace, wait_on_done=False)
     env.reset()
     for _ in range(10):
         env.step(np.array([0.0], np.float32))
     env.unwrapped.wait()  # pause service: the pendulum (falling) freezes
-    interface = env.unwrapped.interface
     time.sleep(0.3)
+    return env, env.unwrapped.interface
+
+
+def test_wait_pauses_the_sim_and_reset_resumes_it(sim, make_env):
+    env, interface = paused_falling_pendulum(sim, make_env)
     first = interface.slots[0].read().copy()
     time.sleep(0.5)
     np.testing.assert_allclose(interface.slots[0].read(), first)
@@ -157,14 +162,7 @@ def test_wait_pauses_the_sim_and_reset_resumes_it(sim, make_env):
 
 
 def test_wait_pauses_the_sim_and_the_next_step_resumes_it(sim, make_env):
-    robot = sim('initial_state:=[1.0, 0.0]')
-    env = make_env(robot.namespace, wait_on_done=False)
-    env.reset()
-    for _ in range(10):
-        env.step(np.array([0.0], np.float32))
-    env.unwrapped.wait()  # a gradient step, say: the pendulum (falling) freezes
-    interface = env.unwrapped.interface
-    time.sleep(0.3)
+    env, interface = paused_falling_pendulum(sim, make_env)  # a gradient step, say
     frozen = float(interface.slots[0].read()[0])
     thetas = [float(env.step(np.array([0.0], np.float32))[0]['joints'][0]) for _ in range(10)]
     assert interface.paused is False
