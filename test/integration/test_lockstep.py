@@ -90,6 +90,37 @@ def test_the_paused_simulator_says_its_state_again_until_a_request(lockstep_sim,
         probe.node.destroy_publisher(step)
 
 
+@pytest.mark.parametrize('simulator', [
+    ('rtgym_ros.nodes.sim_robot', 'config/sim_robot/pendulum.yaml', ROBOT, T),
+    ('rtgym_ros.nodes.mujoco_sim', 'config/mujoco_sim/inverted_pendulum.yaml',
+     str(REPO / 'config' / 'robots' / 'mujoco_inverted_pendulum.yaml'), 0.04),
+], ids=['sim_robot', 'mujoco_sim'])
+def test_an_env_started_after_the_paused_simulator_resets_and_steps(tmp_path, probe, simulator):
+    # As a user starts them: the simulator first (a launch file, a terminal), training later,
+    # long after its start-up /clock. The env's first reset waits for a /clock.
+    module, sim_config, robot_config, time_step = simulator
+    sim = SimProcess(tmp_path, 'stepping:=lockstep', config=sim_config, module=module)
+    env = None
+    try:
+        wait_until(lambda: probe.node.count_publishers(f'{sim.ns}/step_until') == 0
+                   and probe.node.count_subscribers(f'{sim.ns}/step_until') > 0, 30.0,
+                   f'{sim.name} at {sim.ns}')
+        time.sleep(1.0)
+        env = gym.make('rtgym_ros/ros-v1', robot_config=robot_config, namespace=sim.ns,
+                       disable_env_checker=True, clock_wait_timeout=5.0, **LOCKSTEP)
+        env.reset()
+        start = env.unwrapped.now()
+        for _ in range(3):
+            env.step(np.zeros(1, dtype=np.float32))
+        assert env.unwrapped.now() == pytest.approx(start + 3 * time_step, abs=1e-6)
+    except (AssertionError, TimeoutError) as error:
+        raise AssertionError(f'{error}\n{sim.name}:\n{sim.output()}') from None
+    finally:
+        if env is not None:
+            env.close()
+        sim.stop()
+
+
 def test_lockstep_is_deterministic(lockstep_sim):
     # One simulator at a time: /clock is global, two sims on one domain would fight over it.
     first_sim = lockstep_sim()

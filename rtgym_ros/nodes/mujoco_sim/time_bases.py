@@ -9,7 +9,8 @@ What advances the ``mujoco_sim`` physics, and against which clock.
   fast as the CPU allows, on the executor thread, so that commands that arrived before a
   request are applied before it steps. At the target it always publishes its sensors stamped
   with that time, then /clock, then waits for the next request; at the start and after a
-  reset, /clock comes first (the time may have gone back).
+  reset, /clock comes first (the time may have gone back). While no request comes it says the
+  time again (the state too, after a start or reset): ``sim_robot``'s :class:`IdleAnnouncer`.
 """
 
 from typing import Callable, Optional
@@ -18,8 +19,8 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
-from rtgym_ros.nodes.sim_robot.time_bases import (Guard, Outbox, Physics, publish, SimTime,
-                                                  TimeBase, to_ns, WallTime)
+from rtgym_ros.nodes.sim_robot.time_bases import (Guard, IdleAnnouncer, Outbox, Physics,
+                                                  publish, SimTime, TimeBase, to_ns, WallTime)
 
 __all__ = ['Lockstep', 'Outbox', 'publish', 'SimTime', 'TimeBase', 'to_ns', 'WallTime']
 
@@ -43,6 +44,7 @@ class Lockstep(TimeBase):
         self._reset_time = reset_time
         self._step_topic = step_topic
         self._clock_pub = node.create_publisher(Clock, '/clock', QoSProfile(depth=10))
+        self._announcer = IdleAnnouncer(physics.lock, self._clock_pub, lambda: physics.t)
         self._subscription = None
         self._started = False
         self.requests = 0  # step_until messages received, ignored ones included
@@ -58,6 +60,7 @@ class Lockstep(TimeBase):
         with self._physics.lock:
             self._started = True
             self._publish_now()
+        self._start_thread(lambda: self._announcer.run(self._stop))
 
     def stop(self) -> None:
         """Stop taking requests (a step loop under way ends at its next chunk)."""
@@ -92,11 +95,12 @@ class Lockstep(TimeBase):
         now = Clock(clock=Time(nanoseconds=self._physics.t).to_msg())
         out: Outbox = [(self._clock_pub, now)]
         self._sample(out)
-        publish(out)
+        self._announcer.announce(out)
 
     def _on_step_until(self, msg: Clock) -> None:
         """Advance to the first physics step boundary at or after ``msg.clock`` (1 ns slack)."""
         self.requests += 1
+        self._announcer.on_request()
         physics = self._physics
         target = Time.from_msg(msg.clock).nanoseconds - 1
         while not self._stop.is_set():

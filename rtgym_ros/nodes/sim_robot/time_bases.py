@@ -291,6 +291,48 @@ class SimTime(TimeBase):
             self.publish_unless_reset(out, generation)
 
 
+class IdleAnnouncer:
+    """
+    A paused lockstep simulator's voice while no step request comes: /clock is volatile.
+
+    Every ``_IDLE_ANNOUNCE`` s without a request it says the time again, for nodes that came
+    late (an env waits for its first /clock before its first reset), as gazebo_ros says
+    /clock while paused. After a start or reset, until the next request, it says the very
+    messages of that announcement (the state too): an env whose subscription matched just
+    after them would wait for them in vain.
+    """
+
+    def __init__(self, lock: threading.Lock, clock_pub: Any, now: Callable[[], int]) -> None:
+        """Publish on ``clock_pub`` with ``lock`` held; ``now`` is the time in ns (lock held)."""
+        self._lock = lock
+        self._clock_pub = clock_pub
+        self._now = now
+        self._last_request = 0.0  # time.monotonic() of the last request
+        self._announcement: Optional[Outbox] = None  # since a start or reset, no request since
+
+    def announce(self, out: Outbox) -> None:
+        """Publish ``out`` (/clock first) and say it again until a request (lock held)."""
+        publish(out)
+        self._announcement = out
+
+    def on_request(self) -> None:
+        """Note a step request (ignored ones too): no announcement is due for a while."""
+        self._last_request = time.monotonic()
+        self._announcement = None
+
+    def run(self, stop: threading.Event) -> None:
+        """Say the time, or the pending announcement, after a while without a request."""
+        while not stop.wait(_IDLE_ANNOUNCE):
+            if time.monotonic() - self._last_request < _IDLE_ANNOUNCE:
+                continue
+            with self._lock:
+                if self._announcement is not None:  # the very messages again, no new sample,
+                    publish(self._announcement)  # before a request can step past them
+                    continue
+                now = self._now()
+            self._clock_pub.publish(Clock(clock=Time(nanoseconds=now).to_msg()))
+
+
 class Lockstep(SimTime):
     """
     Own the clock, paused: advance only to the targets asked on ``step_until`` (lockstep).
@@ -301,10 +343,9 @@ class Lockstep(SimTime):
     hand-over to another thread delays it. On the way JointState goes out at its rate; at the
     target, JointState stamped with the time reached (unless the rate sample is of that very
     time) and then /clock; no /clock in between (``clock_rate`` is for ``publish_clock``). A
-    target not ahead of the time is ignored, so a repeated request is harmless. A thread says
-    the time again while no request comes, for nodes that came late (/clock is volatile), and,
-    until the first request after a start or reset, the state too: an env whose subscription
-    matched just after the announcement would wait for it in vain.
+    target not ahead of the time is ignored, so a repeated request is harmless. While no
+    request comes, :class:`IdleAnnouncer` says the time again (the state too, after a start or
+    reset).
     """
 
     def __init__(self, node: Node, physics: Physics, *, clock_rate: float, reset_time: bool,
@@ -312,8 +353,7 @@ class Lockstep(SimTime):
         """Start paused at 0; take targets on ``step_topic``."""
         super().__init__(node, physics, clock_rate=clock_rate, reset_time=reset_time,
                          guard=guard)
-        self._last_request = 0.0  # time.monotonic() of the last step_until
-        self._announcement: Outbox | None = None  # since a start or reset, no request since
+        self._announcer = IdleAnnouncer(physics.lock, self._clock_pub, lambda: physics.t)
         node.create_subscription(Clock, step_topic, guard(self._on_step_until),
                                  QoSProfile(depth=10))
 
@@ -339,14 +379,12 @@ class Lockstep(SimTime):
         t = Clock(clock=Time(nanoseconds=self._physics.t).to_msg())
         out: Outbox = [(self._clock_pub, t)]
         self._physics.sample_now(out)
-        publish(out)
-        self._announcement = out
+        self._announcer.announce(out)
 
     def _on_step_until(self, msg: Clock) -> None:
         target = Time.from_msg(msg.clock).nanoseconds
         physics = self._physics
-        self._last_request = time.monotonic()
-        self._announcement = None
+        self._announcer.on_request()
         while not self._stop.is_set():
             out: Outbox = []
             with physics.lock:
@@ -368,13 +406,5 @@ class Lockstep(SimTime):
                 return
 
     def _run_sim_loop(self) -> None:
-        """Say the time (the state too, after a start or reset) after 0.1 s without a request."""
-        while not self._stop.wait(_IDLE_ANNOUNCE):
-            if time.monotonic() - self._last_request < _IDLE_ANNOUNCE:
-                continue
-            with self._physics.lock:
-                if self._announcement is not None:  # the very messages again, no new sample,
-                    publish(self._announcement)  # before a request can step past them
-                    continue
-                now = self._physics.t
-            self._clock_pub.publish(Clock(clock=Time(nanoseconds=now).to_msg()))
+        """Say the time (the state too, after a start or reset) while no request comes."""
+        self._announcer.run(self._stop)
