@@ -237,6 +237,8 @@ class RealTimeEnv(gymnasium.Env):
         rcl moves a ROS-time timer only when the clock went back before its last call.
         """
         delta = jump.delta.nanoseconds * 1e-9
+        if self.config.use_sim_time and not self._warned_clock_publishers:  # came mid-episode
+            self._warn_about_clock_publishers()
         if self._runtime.now() > self._schedule.t_start:
             self._log.warning('clock jitter', f'clock went back by {-delta:.3f} s within the '
                               'running time-step: schedule and data kept')
@@ -339,7 +341,11 @@ class RealTimeEnv(gymnasium.Env):
             self._runtime.post(self.interface.resend_step)
 
     def _warn_about_clock_publishers(self) -> None:
-        """Several /clock publishers make sim time jump back and forth: say so."""
+        """
+        Several /clock publishers make sim time jump back and forth: say so, once.
+
+        Looked at on reset() and on each jump back of the clock (any thread).
+        """
         publishers = self._runtime.count_publishers('/clock')
         if publishers > 1:
             self._warned_clock_publishers = True

@@ -201,6 +201,27 @@ def test_close_from_another_thread_releases_a_reset_waiting_for_the_first_clock(
     assert 'closed' in str(errors[0]), errors
 
 
+def test_a_second_clock_publisher_that_comes_mid_episode_is_reported(clock, probe):
+    """Not only at the next reset(): its first message sends the clock back, and that says it."""
+    env = _sim_env()
+    second = None
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            env.reset()
+            assert not [w for w in caught if 'publish /clock' in str(w.message)]
+            second = SimClock(rate=1.0, start=10.0, hz=100.0)  # far behind the first
+
+            def warned() -> bool:
+                env.step(np.full(2, 0.7, np.float32))
+                return any('2 nodes publish /clock' in str(w.message) for w in caught)
+            wait_until(warned, 10.0, 'the warning about two /clock publishers, mid-episode')
+    finally:
+        env.close()
+        if second is not None:
+            second.close()
+
+
 def test_two_clock_publishers_are_reported(clock, probe):
     second = SimClock(rate=2.0, hz=100.0)
     try:
