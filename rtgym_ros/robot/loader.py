@@ -18,7 +18,7 @@ from rclpy.validate_topic_name import validate_topic_name
 from rtgym_ros.core.config import ACTION_BUFFER_KEY, ROS_DEFAULTS, RTGYM_DEFAULTS
 from rtgym_ros.core.validate import (check_bool, check_choice, check_int, check_number,
                                      check_vector, short_repr)
-from rtgym_ros.msgconv.fields import JOINT_TRAJECTORY
+from rtgym_ros.msgconv.fields import has_header, JOINT_TRAJECTORY
 from rtgym_ros.msgconv.readers import compile_reader, FieldReader
 from rtgym_ros.msgconv.type_names import (interface_name, load_message_type,
                                           load_service_type)
@@ -237,6 +237,9 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
         raise ValueError(f'{key}.default must lie within low and high, got {short_repr(default)}')
     stamp = entry.get('stamp', 'now')
     check_choice(stamp, ('now', 'zero'), key=f'{key}.stamp')
+    if 'stamp' in entry and not has_header(msg_type):
+        raise ValueError(f'{key}.stamp: expected a type with a header to stamp, got '
+                         f'{interface_name(msg_type)}, which has none: remove stamp')
     if interface_name(msg_type) == JOINT_TRAJECTORY and stamp == 'now' \
             and not entry.get('time_from_start'):
         raise ValueError(
