@@ -35,7 +35,8 @@ from rtgym_ros.robot.spec import ObservationSlotSpec, RobotSpec, ServiceSpec, Si
 from rtgym_ros.ros.clock_reader import ClockReader
 from rtgym_ros.ros.deadline import SIM_TIME_SLACK
 from rtgym_ros.ros.deferred_log import DeferredLog
-from rtgym_ros.ros.graph import describe_publishers, describe_service, GraphWatch
+from rtgym_ros.ros.graph import (describe_publishers, describe_service, GraphWatch,
+                                 matchable_subscribers)
 
 IMAGE_TAKE_VARIABLE = 'RTGYM_ROS_IMAGE_TAKE'
 IMAGE_TAKES = ('serialized', 'message')
@@ -49,6 +50,9 @@ def image_take() -> str:
                          f'found {choice!r}')
     return choice
 
+
+ACTION_MATCH_WAIT = 1.0
+"""Seconds reset() waits, at most, for an action topic's known subscribers to be matched."""
 
 _REQUEST_SHORT_NS = round(SIM_TIME_SLACK * 1e9) // 2
 """How far short of its target a lockstep step request asks: the target is reached within
@@ -446,6 +450,7 @@ class RosInterface(RealTimeGymInterface):
         """Unpause and reset the robot, then wait for messages from after the reset."""
         self._resume()
         timeout = self.spec.options.reset_timeout
+        timeout -= self._wait_for_action_subscribers(min(timeout, ACTION_MATCH_WAIT))
         if self.lockstep:
             # A paused simulator announces its reset state once, on a volatile topic: a slot
             # whose subscription is not matched with a publisher yet (discovery) would lose
@@ -469,6 +474,24 @@ class RosInterface(RealTimeGymInterface):
         info = self._freshness_info()
         self._last_capture = info['capture_time']
         return self._read_slots(info), info
+
+    def _wait_for_action_subscribers(self, bound: float) -> float:
+        """
+        Wait until each action topic's subscribers in the graph are matched; return the wait.
+
+        The graph may learn of a subscriber before DDS has matched our publisher with it: an
+        episode's first actions would be lost on the way to a robot that just came up.
+        Subscribers of another type or of QoS that cannot match are not waited for (the 1 Hz
+        check names them); nor is a topic that nobody subscribes to.
+        """
+        node = self._node
+        wanted = [(publisher, interface_name(group.writer.msg_type))
+                  for group, publisher in zip(self.spec.actions, self._publishers)]
+        start = time.monotonic()
+        self._services.wait_until(lambda: all(
+            publisher.get_subscription_count() >= matchable_subscribers(node, publisher, msg_type)
+            for publisher, msg_type in wanted), bound)
+        return time.monotonic() - start
 
     def _wait_for_first_messages(self, since: float, counts: dict[str, int],
                                  timeout: float) -> None:

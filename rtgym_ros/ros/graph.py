@@ -76,6 +76,29 @@ def subscription_qos_problems(publishers: list[Any], qos: QoSProfile) -> list[st
     return problems
 
 
+def matchable_subscribers(node: Node, publisher: Any, msg_type: str) -> int:
+    """Return how many subscribers the graph knows that ``publisher`` (of ``node``) can match."""
+    offered = _as_offered(node, publisher)
+    return sum(1 for info in node.get_subscriptions_info_by_topic(publisher.topic_name)
+               if info.topic_type == msg_type and not _incompatible(offered, info.qos_profile))
+
+
+def _as_offered(node: Node, publisher: Any) -> QoSProfile:
+    """
+    Return ``publisher``'s QoS as the graph holds it, its system defaults resolved.
+
+    As a subscriber's QoS from the graph is: rmw's check finds a deadline of 0 (the system
+    default) offered against an infinite one requested incompatible.
+    """
+    asked = publisher.qos_profile
+    mine = [info.qos_profile for info in node.get_publishers_info_by_topic(publisher.topic_name)
+            if (info.node_name, info.node_namespace) == (node.get_name(), node.get_namespace())]
+    for qos in mine:
+        if (qos.reliability, qos.durability) == (asked.reliability, asked.durability):
+            return qos
+    return mine[0] if mine else asked
+
+
 def _incompatible(publisher_qos: QoSProfile, subscription_qos: QoSProfile) -> str | None:
     """Return rmw's reason why the two cannot match, or None (they can, or rmw cannot tell)."""
     compatibility, reason = qos_check_compatible(publisher_qos, subscription_qos)
@@ -172,9 +195,10 @@ class GraphWatch:
     def _unheard(self, publisher: Any, topic: str) -> str:
         """Say why no subscriber of ``topic`` is matched with ``publisher``."""
         mismatched = []
+        offered = _as_offered(self._node, publisher)
         for info in self._node.get_subscriptions_info_by_topic(topic):
             name = _node_name(info.node_namespace, info.node_name)
-            incompatible = _incompatible(publisher.qos_profile, info.qos_profile)
+            incompatible = _incompatible(offered, info.qos_profile)
             if incompatible:
                 mismatched.append(f'{name} ({incompatible})')
         if not mismatched:

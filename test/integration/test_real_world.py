@@ -435,6 +435,46 @@ def test_a_reliable_driver_and_a_best_effort_action_are_named(streams, make_env)
                          'publisher cannot match', 10.0)
 
 
+ACTION_SUBSCRIBERS = [  # (what, type, QoS) on the action topic; reliable volatile publisher
+    ('reliable', Float64MultiArray, QoSProfile(depth=10)),
+    ('best effort', Float64MultiArray, qos_profile_sensor_data),
+    ('latched: a volatile publisher cannot serve it', Float64MultiArray,
+     QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                durability=DurabilityPolicy.TRANSIENT_LOCAL)),
+]
+
+
+def test_reset_waits_for_the_action_subscribers_dds_can_match(streams, make_env, monkeypatch):
+    """
+    Wait in reset() for the action subscribers that DDS will match, and for no other.
+
+    Which graph subscribers the publisher can match is checked against what DDS matches (rmw's
+    own check, differentially). The wait bound is raised to 60 s: waiting for the subscriber
+    that never matches would overrun the test's 30 s bound. The wait itself guards the robot's
+    first actions, lost while a subscriber that will match is not matched yet.
+    """
+    from rtgym_ros.robot import interface as interface_module
+    from rtgym_ros.ros.graph import matchable_subscribers
+    monkeypatch.setattr(interface_module, 'ACTION_MATCH_WAIT', 60.0)
+    streams.joint_states(['j0'], [0.0], rate=100.0)
+    for _, msg_type, qos in ACTION_SUBSCRIBERS:
+        streams.subscription(msg_type, 'command', qos)
+    env = make_env(streams.ns, params(['j0'], reset_timeout=60.0))
+    start = time.monotonic()
+    env.reset()
+    assert time.monotonic() - start < 30.0, 'reset() waited for a subscriber that cannot match'
+    interface = env.unwrapped.interface
+    topic = f'{streams.ns}/command'
+    publisher = next(p for p in interface._publishers if p.topic_name == topic)
+    node = interface._node
+    assert publisher.get_subscription_count() == 2  # matched when reset() returned
+    assert matchable_subscribers(node, publisher, 'std_msgs/msg/Float64MultiArray') == 2
+    wait_until(lambda: node.count_subscribers(topic) == len(ACTION_SUBSCRIBERS), 10.0,
+               'the graph to hold every subscriber')
+    time.sleep(0.5)  # DDS would match any more within this
+    assert publisher.get_subscription_count() == 2
+
+
 def test_an_action_topic_nobody_listens_to_is_warned_about(streams, make_env):
     streams.joint_states(['j0'], [0.0], rate=100.0)
     env = make_env(streams.ns, params(['j0']))
