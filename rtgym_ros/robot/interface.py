@@ -497,6 +497,7 @@ class RosInterface(RealTimeGymInterface):
                                  timeout: float) -> None:
         """One ``timeout`` for all slots together; data from before the reset never counts."""
         baselines = {slot.name: slot.stamp for slot in self.slots}
+        received = {slot.name: slot.count for slot in self.slots}  # since the reset
         if self.lockstep:
             # A paused simulator publishes its state on reset, stamped with the time it is
             # at: any message received since the reset request is from after it.
@@ -535,6 +536,17 @@ class RosInterface(RealTimeGymInterface):
                     f'reset: no complete data on {topics} within reset_timeout {bound} s: '
                     f'messages came without {", ".join(lacking)} (a JointState field left '
                     f'empty is not given): {graph}')
+            late = [slot for slot in silent if slot.count > received[slot.name]]
+            if late:  # messages came, all stamped before the reset
+                now = self.now()
+                ages = ', '.join(f'observations.{slot.name} {slot.age(now):.3f} s old'
+                                 for slot in late)
+                raise TimeoutError(
+                    f'reset: no message stamped after the reset on {topics} within '
+                    f'reset_timeout {bound} s: messages came, stamped before it ({ages}): '
+                    "a sensor clock behind this node's, or another time base (sim time "
+                    'against wall time)? stamp: receive stamps a slot on arrival; '
+                    f'{graph}')
             raise TimeoutError(
                 f'reset: no message on {topics} within reset_timeout {bound} s: {graph}')
 

@@ -23,7 +23,7 @@ import rtgym_ros  # noqa: F401
 from sensor_msgs.msg import JointState
 from sim_clock import SimClock
 from std_msgs.msg import Bool, Float64, Float64MultiArray
-from std_srvs.srv import Trigger
+from std_srvs.srv import Empty, Trigger
 
 T = 0.05
 
@@ -480,6 +480,20 @@ def test_an_action_topic_nobody_listens_to_is_warned_about(streams, make_env):
     env = make_env(streams.ns, params(['j0']))
     env.reset()
     streams.log.wait_for(f'nothing subscribes to the action topic {streams.ns}/command', 10.0)
+
+
+def test_a_sensor_stamped_behind_the_reset_is_named_not_silent(streams, make_env):
+    # Its machine's clock is 30 s behind (or it stamps sim time): messages come, none after.
+    streams.joint_states(['j0'], [1.0], rate=100.0, stamp_offset=-30.0)
+    streams.service(Empty, 'reset_world')
+    config = params(['j0'], reset_timeout=1.0, reset={'service': 'reset_world'})
+    env = make_env(streams.ns, config)
+    error = reset_error_once_matched(env, unmatched='no node offers')
+    assert re.search(r'no message stamped after the reset on .*/joint_states .*messages came, '
+                     r'stamped before it \(observations\.joints \d+\.\d+ s old\).*stamp: receive',
+                     error), error
+    config['observations']['joints']['stamp'] = 'receive'
+    make_env(streams.ns, dict(config, reset_timeout=10.0)).reset()
 
 
 def test_a_joint_never_published_fails_reset_naming_the_topic(streams, make_env):
