@@ -461,6 +461,7 @@ class RosInterface(RealTimeGymInterface):
                 timeout)
             timeout = max(0.0, timeout - (time.monotonic() - start))
         counts = {slot.name: slot.count for slot in self.slots}
+        baselines = {slot.name: slot.stamp for slot in self.slots}
         if self.spec.reset is not None:
             self._call(self.spec.reset, key='reset', seed=seed, options=options)
             since = self.now()
@@ -470,7 +471,7 @@ class RosInterface(RealTimeGymInterface):
             signal.clear()
         for name in self.stale_runs:
             self.stale_runs[name] = 0
-        self._wait_for_first_messages(since, counts, timeout)
+        self._wait_for_first_messages(since, counts, baselines, timeout)
         info = self._freshness_info()
         self._last_capture = info['capture_time']
         return self._read_slots(info), info
@@ -494,9 +495,13 @@ class RosInterface(RealTimeGymInterface):
         return time.monotonic() - start
 
     def _wait_for_first_messages(self, since: float, counts: dict[str, int],
-                                 timeout: float) -> None:
-        """One ``timeout`` for all slots together; data from before the reset never counts."""
-        baselines = {slot.name: slot.stamp for slot in self.slots}
+                                 baselines: dict[str, float], timeout: float) -> None:
+        """
+        One ``timeout`` for all slots together; data from before the reset never counts.
+
+        ``counts`` and ``baselines``: each slot's count and stamp before the reset was asked
+        (data of a time base the reset took back may come before its answer).
+        """
         received = {slot.name: slot.count for slot in self.slots}  # since the reset
         if self.lockstep:
             # A paused simulator publishes its state on reset, stamped with the time it is
@@ -510,10 +515,11 @@ class RosInterface(RealTimeGymInterface):
         deadline = time.monotonic() + timeout
         silent = wait_all(self.slots, ready, timeout=timeout)
         rewound = [slot for slot in self.slots if slot.stamp < baselines[slot.name]]
-        if not silent and rewound and not self.lockstep:
+        if not silent and rewound and not self.lockstep and self._clock_reader.sim_time:
             # The reset took the time base back (Gazebo's /reset_simulation) and its data came
             # before the /clock that says so: let the clock follow (that clears the slots of
-            # the old time base), then take data of the new one.
+            # the old time base), then take data of the new one. A wall clock never follows:
+            # the sensor's own time base went back, and its data counts as it is.
             oldest = min(baselines[slot.name] for slot in rewound)
             clock_back = self._services.wait_until(
                 lambda: self.now() < oldest, max(0.0, deadline - time.monotonic()))

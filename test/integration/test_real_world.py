@@ -496,6 +496,31 @@ def test_a_sensor_stamped_behind_the_reset_is_named_not_silent(streams, make_env
     make_env(streams.ns, dict(config, reset_timeout=10.0)).reset()
 
 
+def test_a_sensor_time_base_going_back_at_a_reset_on_wall_time_counts_at_once(streams, make_env,
+                                                                              probe):
+    # A simulator stamping its own time, reset to an earlier time, read by an env on wall
+    # time: the env's clock never goes back, so the data of the rewound base counts at once.
+    sensor = streams.joint_states(['j0'], [1.0], rate=100.0, stamp_offset=-1000.0)
+
+    def reset(request: Empty.Request, response: Empty.Response) -> Empty.Response:
+        sensor['stamp_offset'] -= 100.0
+        return response
+    service = probe.node.create_service(Empty, f'{streams.ns}/reset_world', reset)
+    try:
+        bound = 30.0
+        env = make_env(streams.ns, params(['j0'], reset_timeout=bound,
+                                          reset={'service': 'reset_world'}))
+        [slot] = env.unwrapped.interface.slots
+        wait_until(lambda: slot.count, 20.0, 'a first message in the slot')
+        for _ in range(2):
+            start = time.monotonic()
+            env.reset()
+            took = time.monotonic() - start
+            assert took < bound / 3, f'reset took {took:.1f} s of reset_timeout {bound} s'
+    finally:
+        probe.node.destroy_service(service)
+
+
 def test_a_joint_never_published_fails_reset_naming_the_topic(streams, make_env):
     streams.joint_states(['j0'], [1.0], rate=100.0)  # nobody publishes joint 'g'
     env = make_env(streams.ns, params(['j0', 'g'], reset_timeout=0.5))
