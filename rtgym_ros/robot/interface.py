@@ -524,9 +524,9 @@ class RosInterface(RealTimeGymInterface):
             clock_back = self._services.wait_until(
                 lambda: self.now() < oldest, max(0.0, deadline - time.monotonic()))
             if clock_back:
-                now = self.now()
+                since = self.now() - self.spec.options.stamp_tolerance
                 silent = wait_all(self.slots, lambda slot: lambda: slot.message is not None
-                                  and slot.stamp >= now - self.spec.options.stamp_tolerance,
+                                  and slot.stamp >= since,
                                   timeout=max(0.0, deadline - time.monotonic()))
         if silent:
             graph = '; '.join(describe_publishers(self._io_node, self._topics[slot.name],
@@ -542,17 +542,17 @@ class RosInterface(RealTimeGymInterface):
                     f'reset: no complete data on {topics} within reset_timeout {bound} s: '
                     f'messages came without {", ".join(lacking)} (a JointState field left '
                     f'empty is not given): {graph}')
-            late = [slot for slot in silent if slot.count > received[slot.name]]
-            if late:  # messages came, all stamped before the reset
-                now = self.now()
-                ages = ', '.join(f'observations.{slot.name} {slot.age(now):.3f} s old'
-                                 for slot in late)
+            now = self.now()
+            late = [f'observations.{name} ({age:.3f} s old)' for slot in silent
+                    if slot.count > received[slot.name]
+                    for name, age in slot.stamped_by(since, now)]
+            if late:  # messages came; some joints, or all the data, stamped before the reset
                 raise TimeoutError(
-                    f'reset: no message stamped after the reset on {topics} within '
-                    f'reset_timeout {bound} s: messages came, stamped before it ({ages}): '
-                    "a sensor clock behind this node's, or another time base (sim time "
-                    'against wall time)? stamp: receive stamps a slot on arrival; '
-                    f'{graph}')
+                    f'reset: no data stamped after the reset on {topics} within reset_timeout '
+                    f'{bound} s: messages came, but stamped before it: {", ".join(late)}: a '
+                    "publisher that stopped, a sensor clock behind this node's, or another "
+                    'time base (sim time against wall time)? stamp: receive stamps a slot on '
+                    f'arrival; {graph}')
             raise TimeoutError(
                 f'reset: no message on {topics} within reset_timeout {bound} s: {graph}')
 

@@ -139,6 +139,14 @@ class Slot:
             return [f'{self.name}.{joint}' for joint in self._joints.unseen()]
         return [] if self.message is not None else [self.name]
 
+    def stamped_by(self, time_: float, now: float) -> list[tuple[str, float]]:
+        """Return what holds data stamped at or before ``time_`` (as ``missing``), with its age."""
+        if self._joints is not None:
+            return [(f'{self.name}.{name}', now - stamp)
+                    for name, stamp in self._joints.stamped_by(time_)]
+        return [(self.name, self.age(now))] if self.message is not None \
+            and self.stamp <= time_ else []
+
     def wait_newer_than(self, time_: float, *, timeout: float,
                         clock: Callable[[], float] | None = None) -> bool:
         """Block until data stamped after ``time_`` (and not in the future) is here."""
@@ -293,6 +301,19 @@ class _JointTable:
             else:
                 unseen.extend(f'{name}.{field}' for field in never)
         return unseen
+
+    def stamped_by(self, time_: float) -> list[tuple[str, float]]:
+        """Joints (``joint``), or fields (``joint.field``), stamped at or before ``time_``."""
+        found = []
+        for column, name in enumerate(self.names):
+            stamps = self._stamps[:, column]
+            old = [(field, stamp) for field, stamp in zip(self._stamped, stamps)
+                   if -np.inf < stamp <= time_]
+            if old and len(old) == len(self._stamped):
+                found.append((name, float(stamps.max())))
+            else:
+                found.extend((f'{name}.{field}', float(stamp)) for field, stamp in old)
+        return found
 
     def clear(self) -> None:
         self._values[:] = 0.0

@@ -489,11 +489,26 @@ def test_a_sensor_stamped_behind_the_reset_is_named_not_silent(streams, make_env
     config = params(['j0'], reset_timeout=1.0, reset={'service': 'reset_world'})
     env = make_env(streams.ns, config)
     error = reset_error_once_matched(env, unmatched='no node offers')
-    assert re.search(r'no message stamped after the reset on .*/joint_states .*messages came, '
-                     r'stamped before it \(observations\.joints \d+\.\d+ s old\).*stamp: receive',
-                     error), error
+    assert re.search(r'no data stamped after the reset on .*/joint_states .*messages came, '
+                     r'but stamped before it: observations\.joints\.j0 \(\d+\.\d+ s old\):'
+                     r'.*stamp: receive', error), error
     config['observations']['joints']['stamp'] = 'receive'
     make_env(streams.ns, dict(config, reset_timeout=10.0)).reset()
+
+
+def test_a_stopped_gripper_is_named_when_the_arm_goes_on(streams, make_env):
+    streams.joint_states(['j0'], [1.0], rate=100.0)
+    gripper = streams.joint_states(['g'], [2.0], rate=30.0)
+    streams.service(Empty, 'reset_world')
+    env = make_env(streams.ns, params(['j0', 'g'], reset_timeout=5.0,
+                                      reset={'service': 'reset_world'}))
+    env.reset()
+    gripper['on'] = False  # its driver died: the arm's messages still come
+    with pytest.raises(TimeoutError) as error:
+        env.reset()
+    assert re.search(r'messages came, but stamped before it: observations\.joints\.g '
+                     r'\(\d+\.\d+ s old\): a publisher that stopped', str(error.value)), \
+        error.value
 
 
 def test_a_sensor_time_base_going_back_at_a_reset_on_wall_time_counts_at_once(streams, make_env,
