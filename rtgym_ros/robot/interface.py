@@ -450,7 +450,8 @@ class RosInterface(RealTimeGymInterface):
         """Unpause and reset the robot, then wait for messages from after the reset."""
         self._resume()
         timeout = self.spec.options.reset_timeout
-        timeout -= self._wait_for_action_subscribers(min(timeout, ACTION_MATCH_WAIT))
+        timeout = max(0.0, timeout - self._wait_for_action_subscribers(
+            min(timeout, ACTION_MATCH_WAIT)))
         if self.lockstep:
             # A paused simulator announces its reset state once, on a volatile topic: a slot
             # whose subscription is not matched with a publisher yet (discovery) would lose
