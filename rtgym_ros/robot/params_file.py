@@ -63,10 +63,12 @@ def _read_text(path: Path, *, shown: Path, source: str) -> str:
     except OSError as error:
         raise FileNotFoundError(f'{source}: cannot read {shown}: '
                                 f'{error.strerror or error}') from None
+    # libyaml's choice: UTF-16 after its byte order mark, else UTF-8.
+    encoding = 'UTF-16' if data[:2] in (b'\xff\xfe', b'\xfe\xff') else 'UTF-8'
     try:
-        text = data.decode('utf-8')
+        text = data.decode(encoding)
     except UnicodeDecodeError as error:
-        raise ValueError(f'{source} {shown}: not a params file: not UTF-8 text '
+        raise ValueError(f'{source} {shown}: not a params file: not {encoding} text '
                          f'(byte {error.start})') from None
     if '\0' in text:
         raise ValueError(f'{source} {shown}: not a params file: binary data (a NUL byte at '

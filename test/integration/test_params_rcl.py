@@ -69,8 +69,8 @@ TWO_ROBOTS = (section('actions.effort.topic: /r2/effort\nactions.effort.high: [0
               + section('actions.effort.topic: /r1/effort\nactions.effort.high: [50.0]',
                         '/r1/rtgym_env'))
 
-# id: (file text, node name, namespace)
-CASES: dict[str, tuple[str, str, str]] = {
+# id: (file text or bytes, node name, namespace)
+CASES: dict[str, tuple[str | bytes, str, str]] = {
     **{f'scalar {text}': (section(f'v: {text}'), 'rtgym_env', '') for text in SCALARS},
     # issue 9 item 2: sections are matched on the node's full name
     'two robots, r2': (TWO_ROBOTS, 'rtgym_env', 'r2'),
@@ -150,6 +150,14 @@ CASES: dict[str, tuple[str, str, str]] = {
     # not a params file
     'a list at the top': ('- a\n- b\n', 'rtgym_env', ''),
     'invalid YAML': (section('a: [unclosed'), 'rtgym_env', ''),
+    # encodings: libyaml reads UTF-16 after its byte order mark (a PowerShell redirect's file)
+    'UTF-16LE with BOM': (section('a: café\nb: [1.5]').encode('utf-16'), 'rtgym_env', ''),
+    'UTF-16BE with BOM': (b'\xfe\xff' + section('a: 1').encode('utf-16-be'), 'rtgym_env', ''),
+    'UTF-16 for another node': (section('a: 1', '/other').encode('utf-16'), 'rtgym_env', ''),
+    'UTF-16 cut in a character': (section('a: 1').encode('utf-16') + b'\n', 'rtgym_env', ''),
+    'UTF-16 without BOM': (section('a: 1').encode('utf-16-le'), 'rtgym_env', ''),
+    'UTF-8 with BOM': (b'\xef\xbb\xbf' + section('a: 1').encode(), 'rtgym_env', ''),
+    'Latin-1': (section('a: café').encode('latin-1'), 'rtgym_env', ''),
     'a python tag': (section('a: !!python/name:os.system'), 'rtgym_env', ''),
     'a python tag on a list': (section('a: !!python/object/apply:os.system ["true"]'),
                                'rtgym_env', ''),
@@ -163,7 +171,7 @@ def rcl(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     files = {}
     for index, (case_id, (text, node, namespace)) in enumerate(CASES.items()):
         files[case_id] = directory / f'case{index}.yaml'
-        files[case_id].write_text(text)
+        files[case_id].write_bytes(text if isinstance(text, bytes) else text.encode())
     request = [{'file': str(files[case_id]), 'node': node, 'namespace': namespace}
                for case_id, (_, node, namespace) in CASES.items()]
     result = subprocess.run([sys.executable, str(ORACLE)], input=json.dumps(request),
@@ -240,6 +248,8 @@ def test_scalars_are_typed_as_rcl_types_them(rcl, text):
     ('empty list', "parameter 'a' has no value rcl can type"),
     ('empty mapping', "parameter 'a' has no value rcl can type"),
     ('invalid YAML', 'Error parsing'),
+    ('UTF-16 cut in a character', r'not a params file: not UTF-16 text \(byte 68\)'),
+    ('Latin-1', r'not a params file: not UTF-8 text \(byte 34\)'),
 ])
 def test_refusals_say_what_rcl_said(rcl, case_id, refused):
     path, answer = rcl[case_id]

@@ -517,8 +517,8 @@ def test_a_directory_is_named(tmp_path):
 @pytest.mark.parametrize('data, reason', [
     (bytes(range(256)) * 4, 'not UTF-8 text'),  # no bare UnicodeDecodeError
     ('/**:\n  ros__parameters:\n    a: 1\n'.encode() + b'\0\1\2', 'binary data'),
-    ('\ufeff/**:\n  ros__parameters:\n    a: 1\n'.encode('utf-16'), 'not UTF-8 text'),
-], ids=['bytes', 'nul', 'utf-16'])
+    ('/**:\n  ros__parameters:\n    a: 1\n'.encode('utf-16') + b'\n', 'not UTF-16 text'),
+], ids=['bytes', 'nul', 'utf-16 cut in a character'])
 def test_a_binary_file_is_named(tmp_path, data, reason):
     path = tmp_path / 'robot.yaml'
     path.write_bytes(data)
