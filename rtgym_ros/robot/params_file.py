@@ -12,15 +12,25 @@ A config names data, never code to run: rcl has no YAML tags that construct obje
 """
 
 from pathlib import Path
+import re
 import sys
 import tempfile
 from typing import Any
 
 from rtgym_ros.ros.parameters import named, rcl_readable, read_node_parameters, remap_args
+from rtgym_ros.ros.rcl_parameters import bounded
 import yaml
 
 # Section names listed in an error message, at most.
 _MAX_SECTIONS = 10
+# rcl's reasons end with the line (from 1) of the YAML event it refused.
+_RCL_LINE = re.compile(r'rcl refuses it: .* at line(?:_num)? (\d+)$')
+# On a YAML syntax error rcl names only the line of the last event it read.
+_RCL_SYNTAX = 'rcl refuses it: Error parsing a event'
+# Line breaks as libyaml counts them.
+_LINE_BREAKS = re.compile('\r\n|[\r\n\x85\u2028\u2029]')
+# libyaml itself where PyYAML has it: its reason for a syntax error is the one rcl read.
+_LOADER = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
 
 
 def load_params_file(path: str | Path, *, node_name: str, namespace: str = '',
@@ -46,9 +56,12 @@ def load_params_file(path: str | Path, *, node_name: str, namespace: str = '',
         # of this process's command line, which rclpy.init(args=None) applies.
         args = ['rtgym_ros', *remap_args(getattr(sys, 'argv', [])), '--ros-args',
                 '--params-file', readable]
-        given = read_node_parameters(args, default_node_name=node_name, namespace=namespace,
-                                     node_args=named(node_name), source=f'{source} {path}',
-                                     domain_id=domain_id)
+        try:
+            given = read_node_parameters(args, default_node_name=node_name,
+                                         namespace=namespace, node_args=named(node_name),
+                                         source=f'{source} {path}', domain_id=domain_id)
+        except ValueError as error:
+            raise ValueError(f'{error}{_where_refused(str(error), text)}') from None
     if not given.parameters:
         raise ValueError(f'{source} {path}: no parameters for node {given.full_name!r}; the '
                          f'file has sections {section_names(text)} (a section applies to the '
@@ -74,6 +87,28 @@ def _read_text(path: Path, *, shown: Path, source: str) -> str:
         raise ValueError(f'{source} {shown}: not a params file: binary data (a NUL byte at '
                          f'{text.index(chr(0))})')
     return text
+
+
+def _where_refused(reason: str, text: str) -> str:
+    """Return the line of ``text`` rcl's ``reason`` names (its key), or libyaml's own reason."""
+    if _RCL_SYNTAX in reason:
+        try:
+            for _ in yaml.parse(text, Loader=_LOADER):
+                pass
+        except yaml.MarkedYAMLError as error:
+            mark = error.problem_mark
+            return f' ({error.problem} at line {mark.line + 1}, column {mark.column + 1})'
+        except yaml.reader.ReaderError as error:  # a character YAML does not allow
+            line = len(_LINE_BREAKS.split(text.split(chr(error.character))[0]))
+            return f' (character #x{error.character:04x} at line {line}: {error.reason})'
+        except yaml.YAMLError:
+            pass
+        return ''
+    found = _RCL_LINE.search(reason)
+    lines = _LINE_BREAKS.split(text.lstrip('\ufeff'))
+    if found is None or not 1 <= int(found.group(1)) <= len(lines):
+        return ''
+    return f' (line {found.group(1)}: {bounded(repr(lines[int(found.group(1)) - 1].strip()))})'
 
 
 def section_names(text: str) -> list[str]:

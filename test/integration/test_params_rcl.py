@@ -139,6 +139,8 @@ CASES: dict[str, tuple[str | bytes, str, str]] = {
     'list of integers': (section('a: [1, 0x10, +3]'), 'rtgym_env', ''),
     'list mixing int and double': (section('a: [-10, 2.5]'), 'rtgym_env', ''),
     'list mixing string and int': (section("a: ['1', 2]"), 'rtgym_env', ''),
+    'list mixing int and double, block form': (section('b: 1\na:\n  - 1\n  - 2.5'),
+                                               'rtgym_env', ''),
     'nested list': (section('a: [[1, 2], [3]]'), 'rtgym_env', ''),
     'empty list': (section('a: []\nb: 1'), 'rtgym_env', ''),
     'empty mapping': (section('b: 1\na: {}'), 'rtgym_env', ''),
@@ -150,6 +152,9 @@ CASES: dict[str, tuple[str | bytes, str, str]] = {
     # not a params file
     'a list at the top': ('- a\n- b\n', 'rtgym_env', ''),
     'invalid YAML': (section('a: [unclosed'), 'rtgym_env', ''),
+    'bad indentation': (section('b: 1\n  a: 2'), 'rtgym_env', ''),
+    'tab indentation': ('/**:\n\tros__parameters:\n\t\ta: 1\n', 'rtgym_env', ''),
+    'a control character': (section('b: 1\na: "x\x1by"'), 'rtgym_env', ''),
     # encodings: libyaml reads UTF-16 after its byte order mark (a PowerShell redirect's file)
     'UTF-16LE with BOM': (section('a: café\nb: [1.5]').encode('utf-16'), 'rtgym_env', ''),
     'UTF-16BE with BOM': (b'\xfe\xff' + section('a: 1').encode('utf-16-be'), 'rtgym_env', ''),
@@ -240,14 +245,24 @@ def test_scalars_are_typed_as_rcl_types_them(rcl, text):
     assert value == expected or (math.isnan(expected) and math.isnan(value))
 
 
+# rcl names a line, not a key: the error quotes the line, or on a syntax error gives libyaml's
+# reason, which rcl drops.
 @pytest.mark.parametrize('case_id, refused', [
-    ('anchor and alias', 'Will not support aliasing'),
+    ('anchor and alias', r"Will not support aliasing at line 4 \(line 4: 'b: \*x'\)$"),
     ('<< merge key', 'Cannot have a value before ros__parameters'),
-    ('key beside ros__parameters', 'Cannot have a value before ros__parameters'),
-    ('list mixing int and double', 'Sequence should be of same type'),
+    ('key beside ros__parameters',
+     r"Cannot have a value before ros__parameters at line 4 \(line 4: 'other: 2'\)$"),
+    ('list mixing int and double',
+     r"Sequence should be of same type.* at line_num 3 \(line 3: 'a: \[-10, 2.5\]'\)$"),
+    ('list mixing int and double, block form', r"Sequence .* \(line 6: '- 2.5'\)$"),
+    ('nested list', r"at line 3 \(line 3: 'a: \[\[1, 2\], \[3\]\]'\)$"),
+    ('no value', r"No value at line 3 \(line 3: 'a:'\)$"),
     ('empty list', "parameter 'a' has no value rcl can type"),
     ('empty mapping', "parameter 'a' has no value rcl can type"),
-    ('invalid YAML', 'Error parsing'),
+    ('invalid YAML', r"Error parsing a event near line 3 \(.*'\]'.* at line 4, column 1\)$"),
+    ('bad indentation', r'Error parsing a event near line 3 \(.* at line 4, column 8\)$'),
+    ('tab indentation', r'Error parsing a event near line 1 \(.* at line 2, column 1\)$'),
+    ('a control character', r'Error parsing a event near line 0 \(character #x001b at line 4: '),
     ('UTF-16 cut in a character', r'not a params file: not UTF-16 text \(byte 68\)'),
     ('Latin-1', r'not a params file: not UTF-8 text \(byte 34\)'),
 ])
