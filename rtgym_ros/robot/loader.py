@@ -56,8 +56,10 @@ def load_robot_config(path: str | Path | None = None, *, node_name: str | None =
     """
     params = {}
     if path is not None:
-        name = node_name or overrides.get('node_name') or ROS_DEFAULTS['node_name']
-        namespace = overrides.get('namespace') or ROS_DEFAULTS['namespace']
+        # As the env names its node: None is the default, anything else is taken as given.
+        name = node_name if node_name is not None else \
+            overrides.get('node_name', ROS_DEFAULTS['node_name'])
+        namespace = overrides.get('namespace', ROS_DEFAULTS['namespace'])
         for key, value in (('node_name', name), ('namespace', namespace)):
             if not isinstance(value, str):
                 raise ValueError(f'{key} must be a string, got {short_repr(value)}')

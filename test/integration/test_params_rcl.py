@@ -371,6 +371,19 @@ def test_the_file_is_read_for_the_node_the_scripts_remaps_make(
     assert made == node  # rcl moved the node as the case says: the case tests what it names
 
 
+@pytest.mark.parametrize('overrides, refused', [
+    ({'namespace': None}, 'namespace must be a string, got None'),
+    ({'namespace': 0}, 'namespace must be a string, got 0'),
+    ({'node_name': ''}, "cannot name a node '' in namespace ''"),
+])
+def test_a_name_the_env_would_not_read_the_file_for_is_refused(tmp_path, overrides, refused):
+    """The file is read for the node the env makes: namespace=None is no '/None/rtgym_env'."""
+    path = tmp_path / 'robot.yaml'
+    path.write_text(ROBOT.format(T='0.05', watchdog='1.0', act_in_obs='true'))
+    with pytest.raises(ValueError, match=refused):
+        gymnasium.make('rtgym_ros/ros-v1', robot_config=path, **overrides).close()
+
+
 def test_reading_leaves_no_node_thread_or_socket_behind(probe, tmp_path):
     """Each read runs rcl in a child process; no thread, descriptor or node stays behind."""
     path = tmp_path / 'robot.yaml'
