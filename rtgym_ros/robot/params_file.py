@@ -134,7 +134,7 @@ def _collect_sections(node: Any, path: list[str], names: list[str]) -> None:
         return
     for key, value in node.value:
         name = str(key.value)[:100]
-        if name == 'ros__parameters':
+        if name.startswith('ros__parameters'):  # rcl compares the first 15 characters
             names.append('/'.join(path))
         else:
             _collect_sections(value, [*path, name], names)

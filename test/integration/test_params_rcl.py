@@ -124,6 +124,8 @@ CASES: dict[str, tuple[str | bytes, str, str]] = {
     'key beside ros__parameters': ('/**:\n  ros__parameters:\n    a: 1\n  other: 2\n',
                                    'rtgym_env', ''),
     'section without ros__parameters': ('/**:\n  a: 1\n', 'rtgym_env', ''),
+    'a key that starts with ros__parameters': ('/**:\n  ros__parameters_x:\n    a: 1\n',
+                                               'rtgym_env', ''),
     'alias bomb (mappings)': (BOMB_MAPPING, 'rtgym_env', ''),
     'alias bomb (list)': (BOMB_LIST, 'rtgym_env', ''),
     # deeper than Python's recursion limit lets PyYAML compose, in a section for another node

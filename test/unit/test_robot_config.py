@@ -538,6 +538,7 @@ def test_a_binary_file_is_named(tmp_path, data, reason):
      "the file has sections ['/**'] (a section applies to the node's full name, /* stands for "
      "one namespace level, /** for any; rclpy's own start_type_description_service is not "
      'counted)'),
+    ({'/other': {'ros__parameters_x': {'a': 1}}}, "the file has sections ['/other']"),
     ({'/**': {'ros__parameters': {'actions': 5, 'actions.names': ['effort']}}},
      "'actions.names'"),
 ])
