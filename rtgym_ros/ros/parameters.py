@@ -184,11 +184,15 @@ def unflatten(parameters: dict[str, Any], *, source: str = 'parameters') -> dict
     Nest dotted names: ``{'a.b': 1, 'a': {'c': 2}}`` -> ``{'a': {'b': 1, 'c': 2}}``.
 
     rcl accepts ``a: 1`` beside ``a.b: 2`` (two parameters); as one nested config they clash,
-    and are refused whichever comes first.
+    and are refused whichever comes first. So are names with an empty part (``.a``, ``a.``,
+    ``a..b``), which rcl keeps as written and no nested key can stand for.
     """
     nested: dict[str, Any] = {}
     for name, value in parameters.items():
         parts = str(name).split('.')
+        if '' in parts:
+            raise ValueError(f'{source}: parameter {bounded(repr(name))} has an empty part: a '
+                             'dot at its start or end, or two in a row')
         node = nested
         for depth, part in enumerate(parts[:-1]):
             node = node.setdefault(part, {})

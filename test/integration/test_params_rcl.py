@@ -12,6 +12,7 @@ import json
 import math
 import os
 from pathlib import Path
+import re
 import subprocess
 import sys
 import time
@@ -294,6 +295,17 @@ def test_a_value_beside_its_nested_names_is_refused_clearly(tmp_path):
         path.write_text(section(text))
         with pytest.raises(ValueError, match=r"parameter 'a(\.b)?' .*(holds a value|also nested)"):
             load_params_file(path, node_name='rtgym_env')
+
+
+@pytest.mark.parametrize('key', ['.time_step_duration', 'time_step_duration.',
+                                 'actions..names', '.'])
+def test_a_name_with_an_empty_part_is_refused_naming_it(tmp_path, key):
+    """Refuse ``a.``: rcl keeps it as written; nested, it is a key '' no error could name."""
+    path = tmp_path / 'empty_part.yaml'
+    path.write_text(section(f'time_step_duration: 0.1\n"{key}": 1'))
+    with pytest.raises(ValueError, match=rf'^robot_config {re.escape(str(path))}: parameter '
+                                         rf"'{re.escape(key)}' has an empty part"):
+        load_params_file(path, node_name='rtgym_env')
 
 
 ROBOT = section("""\
