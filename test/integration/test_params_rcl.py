@@ -111,6 +111,15 @@ CASES: dict[str, tuple[str | bytes, str, str]] = {
                                         'rtgym_env', ''),
     'exact, /*/, /**': (section('a: 2', '/r2/rtgym_env') + section('a: 3', '/*/rtgym_env')
                         + section('b: 1'), 'rtgym_env', 'r2'),
+    # several namespace levels
+    '/a/**/rtgym_env, a/b/c': (section('a: 1', '/a/**/rtgym_env'), 'rtgym_env', 'a/b/c'),
+    '/*/*, a': (section('a: 1', '/*/*'), 'rtgym_env', '/a'),
+    '/*/*, a/b': (section('a: 1', '/*/*'), 'rtgym_env', '/a/b'),
+    'nested a: b: rtgym_env:, a/b': ('a:\n  b:\n    rtgym_env:\n      ros__parameters:\n'
+                                     '        a: 1\n', 'rtgym_env', '/a/b'),
+    'exact, /a/**, /*/*/rtgym_env, a/b': (
+        section('v: 1\nw: 1', '/a/b/rtgym_env') + section('v: 2', '/a/**')
+        + section('v: 3\nx: 1', '/*/*/rtgym_env'), 'rtgym_env', 'a/b'),
     'nested r1: rtgym_env:': ('r1:\n  rtgym_env:\n    ros__parameters:\n      a: 1\n',
                               'rtgym_env', 'r1'),
     'nested r1: rtgym_env:, r2': ('r1:\n  rtgym_env:\n    ros__parameters:\n      a: 1\n',
