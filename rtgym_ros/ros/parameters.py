@@ -107,15 +107,21 @@ def read_node_parameters(args: list[str], *, default_node_name: str, namespace: 
     """
     with tempfile.TemporaryDirectory(prefix='rtgym_ros_params_') as directory:
         args = [str(arg) for arg in args]
+        copies = {}  # what the command line named, by the copy rcl reads (of a pipe)
         for index in range(1, len(args)):
             if args[index - 1] == '--params-file':
-                args[index] = rcl_readable(args[index], directory)
+                readable = rcl_readable(args[index], directory)
+                if readable != args[index]:
+                    copies[readable], args[index] = args[index], readable
         request = {'args': args, 'default_node_name': default_node_name,
                    'namespace': namespace, 'source': source, 'domain_id': domain_id,
                    'node_args': node_args}
         answer = _ask_rcl(request, timeout=timeout)
     if answer[0] == 'error':
-        raise ValueError(answer[1])
+        message = answer[1]
+        for readable, named in copies.items():
+            message = message.replace(readable, named)
+        raise ValueError(message)
     _, name, namespace, values = answer
     return NodeParameters(node_name=name, namespace=namespace,
                           parameters=unflatten(values, source=source))

@@ -50,7 +50,8 @@ def read(request: dict[str, Any]) -> None:
         rclpy.init(args=request['args'], context=context, domain_id=request['domain_id'],
                    signal_handler_options=SignalHandlerOptions.NO)
     except (_rclpy.RCLError, _rclpy.UnknownROSArgsError) as error:
-        _answer(('error', f'{source}: rcl refuses it: {rcl_reason(error)}'))
+        files = request['args'].count('--params-file')
+        _answer(('error', f'{source}: rcl refuses it: {rcl_reason(error, name_file=files > 1)}'))
         return
     node = None
     try:
@@ -113,14 +114,19 @@ def _rcl_node(context: Context, name: str, namespace: str, node_args: list[str] 
                          f'{bounded(repr(namespace))}: {reason}') from None
 
 
-def rcl_reason(error: BaseException) -> str:
-    """Return what rcl said, without its source locations, bounded in length."""
+def rcl_reason(error: BaseException, *, name_file: bool = False) -> str:
+    """
+    Return what rcl said, without its source locations, bounded in length.
+
+    :param name_file: keep the params file rcl refused (one of several on the command line).
+    """
     text = str(error)
     text = re.sub(r',? at [^,]*\.(c|cpp):\d+', '', text)
     text = text.replace('failed to initialize rcl: ', '')
-    found = re.search(r"Couldn't parse params file: .*?\. Error: (.*)", text, re.DOTALL)
+    found = re.search(r"Couldn't parse params file: '--params-file (.*?)'\. Error: (.*)", text,
+                      re.DOTALL)
     if found:
-        text = found.group(1)
+        text = f'{found.group(1)}: {found.group(2)}' if name_file else found.group(2)
     return bounded(' '.join(text.split()))
 
 

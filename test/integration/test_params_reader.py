@@ -9,6 +9,7 @@ the reader's own (no answer, a hang after the answer, a crash).
 
 import os
 from pathlib import Path
+import re
 import subprocess
 import sys
 import textwrap
@@ -168,6 +169,24 @@ def test_a_params_file_in_a_pipe_is_read_once_and_rcl_reads_its_bytes():
         given = read_node_parameters(['agent', '--ros-args', '--params-file', piped],
                                      default_node_name='rtgym_env')
         assert given.parameters == expected
+    finally:
+        os.close(int(piped.rsplit('/', 1)[1]))
+
+
+def test_of_several_params_files_the_one_rcl_refuses_is_named(tmp_path):
+    """Name the file rcl refused when the command line has more than one, as rcl does."""
+    good, bad = tmp_path / 'good.yaml', tmp_path / 'bad.yaml'
+    good.write_text('/**:\n  ros__parameters:\n    a: 1\n')
+    bad.write_text('/**:\n  ros__parameters:\n    b: [1, 2.5]\n')
+    piped = _pipe(bad.read_bytes())  # read through a copy: named as the command line names it
+    try:
+        for files in ([good, bad], [bad, good], [good, piped]):
+            refused = str(files[1] if files[0] == good else files[0])
+            with pytest.raises(ValueError, match=rf'^agent --ros-args: rcl refuses it: '
+                                                 rf'{re.escape(refused)}: Sequence should'):
+                read_node_parameters(['agent', '--ros-args', '--params-file', str(files[0]),
+                                      '--params-file', str(files[1])],
+                                     default_node_name='agent', source='agent --ros-args')
     finally:
         os.close(int(piped.rsplit('/', 1)[1]))
 
