@@ -48,6 +48,7 @@ class Slot:
         self._newest = -np.inf  # the newest joint's stamp: one ahead of the clock is not fresh
         self._zero_header = False  # the header stamp was 0: stamped on arrival
         self.count = 0
+        """Messages received that carried the slot's data (a JointState of other joints: not)."""
         self._aborted = False
         self._joints = (_JointTable(spec.reader.joint_names, spec.reader.joint_fields)
                         if spec.reader.joint_names else None)
@@ -76,6 +77,8 @@ class Slot:
                 self.message, self.stamp, self._newest = message, stamp, stamp
                 self._zero_header = zero_header
             else:
+                if not self._joints.carries(message):
+                    return  # another publisher's joints: nothing of this slot changed
                 self.message = self._joints.update(message, stamp, zero_header)
                 self.stamp, self._newest = self._joints.oldest(), self._joints.newest()
             self.count += 1
@@ -231,6 +234,10 @@ class _JointTable:
         self._stamps = np.full((len(self._stamped), len(joint_names)), -np.inf)
         self._zero_header = np.zeros(self._stamps.shape, bool)
         self._whole: tuple | None = None  # (message, stamp, zero header): read as it is
+
+    def carries(self, message: Any) -> bool:
+        """Say whether ``message`` names one of the joints (another publisher's may not)."""
+        return any(name in self._index for name in message.name)
 
     def update(self, message: Any, stamp: float, zero_header: bool) -> Any:
         """Take a JointState in; return the message to read."""

@@ -54,6 +54,16 @@ def test_one_joint_stamped_ahead_makes_the_slot_not_fresh(tmp_path):
     assert not slot.from_the_future(100.05) and slot.wait_newer_than(99.0, timeout=0.0)
 
 
+def test_a_message_of_other_joints_changes_nothing_and_is_not_counted(tmp_path):
+    # A lockstep reset takes any message counted since its request as the reset state: one
+    # of another publisher on /joint_states (a conveyor, a second arm) must not count.
+    slot = joints_slot(tmp_path, now=100.0)
+    slot.store(state(100.0, ['arm', 'gripper'], [1.0, 2.0]))
+    before = (slot.count, slot.stamp, slot.message)
+    slot.store(state(100.5, ['conveyor'], [9.0]))
+    assert (slot.count, slot.stamp, slot.message) == before
+
+
 # -- fields left empty --------------------------------------------------------------------------
 
 
