@@ -60,6 +60,18 @@ SIM_TIME_SLACK of it, and a simulator that steps to the first step at or past th
 at the target's step, not one later."""
 
 
+_EPOCHS_APART = 1e7
+"""Seconds (four months) between a stamp and the clock that no skew explains: two time bases."""
+
+
+def _skew_cause(age: float) -> str:
+    """Say what likely puts a stamp ``age`` seconds from the node's clock."""
+    if abs(age) < _EPOCHS_APART:
+        return 'clock skew between machines?'
+    return ('its stamps and this clock count from different origins: sim time against wall '
+            'time? use_sim_time must match the sensor; stamp: receive ignores its stamps')
+
+
 class RosInterface(RealTimeGymInterface):
     """Publishes action groups, fills observation slots, calls reset/pause services."""
 
@@ -372,11 +384,13 @@ class RosInterface(RealTimeGymInterface):
             if slot.from_the_future(now):
                 future.append(slot.name)
                 message = (f'observations.{slot.name} ({slot.spec.topic}) is stamped '
-                           f"{-ages[slot.name]:.3f} s ahead of this node's clock (clock skew "
-                           f'between machines?): not fresh')
+                           f"{-ages[slot.name]:.3f} s ahead of this node's clock "
+                           f'({_skew_cause(ages[slot.name])}): not fresh')
             else:
                 message = (f'observations.{slot.name} ({slot.spec.topic}) is stale: '
-                           f'age {ages[slot.name]:.3f} s > max_age {slot.spec.max_age} s')
+                           f'age {ages[slot.name]:.3f} s > max_age {slot.spec.max_age} s'
+                           + ('' if abs(ages[slot.name]) < _EPOCHS_APART
+                              else f' ({_skew_cause(ages[slot.name])})'))
             if slot.spec.on_stale == 'error':
                 raise RuntimeError(message)
             if slot.spec.on_stale in ('warn', 'wait') or slot.name in future:

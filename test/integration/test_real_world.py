@@ -193,6 +193,19 @@ def test_stamps_from_the_future_are_never_fresh(streams, make_env):
         assert info['newer_than_action'] == {'joints': False}, info
 
 
+@pytest.mark.parametrize('offset', [
+    lambda: 50.0 - time.time(),  # a simulator's time (50 s), read by an env on wall time
+    lambda: 1e8,  # wall-clock stamps read by an env on sim time: years ahead
+], ids=['sim_stamps_wall_clock', 'far_ahead'])
+def test_stamps_of_another_time_base_are_named_as_such(streams, make_env, offset):
+    streams.joint_states(['j0'], [1.0], rate=100.0, stamp_offset=offset())
+    env = make_env(streams.ns, params(['j0'], joints={'on_stale': 'error'}))
+    with pytest.raises(RuntimeError, match='count from different origins: sim time against '
+                                           'wall time'):
+        env.reset()  # no reset service: any message will do, and it is not fresh
+        steps(env, 3)
+
+
 def test_a_gripper_stamped_ahead_is_not_hidden_by_the_arm(streams, make_env):
     streams.joint_states(['j0'], [1.0], rate=100.0)
     streams.joint_states(['g'], [2.0], rate=30.0, stamp_offset=3600.0)  # its machine's clock
