@@ -21,7 +21,10 @@ import threading
 import time
 from typing import Any, Callable
 
+from rclpy.qos import QoSProfile
 from rclpy.serialization import serialize_message
+from rosbags.interfaces import (Qos, QosDurability, QosHistory, QosLiveliness, QosReliability,
+                                QosTime)
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rtgym_ros.record.message_types import cdr_size, describe
 
@@ -55,15 +58,21 @@ class BagWriter:
                                         daemon=True)
         self._thread.start()
 
-    def add_topic(self, topic: str, msg_type: type) -> int:
-        """Declare a topic of ``msg_type`` (once: again, the same id); return its id."""
+    def add_topic(self, topic: str, msg_type: type, *, qos: QoSProfile | None = None) -> int:
+        """
+        Declare a topic of ``msg_type`` (once: again, the same id); return its id.
+
+        ``qos``: the topic's offered QoS in the bag's metadata, which ``ros2 bag play`` offers
+        when it replays the topic (none: its own default, reliable and volatile).
+        """
         name, msgdef, rihs01 = describe(msg_type, key=f'record: topic {topic}')
         with self._lock:
             for topic_id, connection in enumerate(self._connections):
                 if (connection.topic, connection.msgtype) == (topic, name):
                     return topic_id
             self._connections.append(self._writer.add_connection(
-                topic, name, msgdef=msgdef, rihs01=rihs01, serialization_format='cdr'))
+                topic, name, msgdef=msgdef, rihs01=rihs01, serialization_format='cdr',
+                offered_qos_profiles=() if qos is None else (bag_qos(qos),)))
             self._sizes.append(cdr_size(name))
             self._topics.append(topic)
             return len(self._connections) - 1
@@ -168,3 +177,17 @@ class BagWriter:
                 self._writer.set_custom_data('rtgym_ros.dropped', json.dumps(dropped))
             self._writer.close()
         return True
+
+
+def bag_qos(qos: QoSProfile) -> Qos:
+    """Return ``qos`` as rosbag2's metadata writes a QoS (rmw's values, durations in s + ns)."""
+    def duration(value: object) -> QosTime:
+        nanoseconds = getattr(value, 'nanoseconds', 0)
+        return QosTime(nanoseconds // 1_000_000_000, nanoseconds % 1_000_000_000)
+
+    return Qos(history=QosHistory(int(qos.history)), depth=int(qos.depth),
+               reliability=QosReliability(int(qos.reliability)),
+               durability=QosDurability(int(qos.durability)), deadline=duration(qos.deadline),
+               lifespan=duration(qos.lifespan), liveliness=QosLiveliness(int(qos.liveliness)),
+               liveliness_lease_duration=duration(qos.liveliness_lease_duration),
+               avoid_ros_namespace_conventions=bool(qos.avoid_ros_namespace_conventions))

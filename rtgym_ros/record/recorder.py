@@ -23,6 +23,7 @@ import warnings
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 import numpy as np
 from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
 from rosbags.rosbag2 import WriterError
 from rtgym_ros.record.bag_writer import BagWriter
 from rtgym_ros.record.config import RecordSpec
@@ -31,6 +32,20 @@ STEPS_TOPIC = '~/steps'
 """Where the step records go in the bag, under the env node's name (``/r1/rtgym_env/steps``)."""
 # info keys whose non-empty value means something went wrong in the step.
 _PROBLEMS = ('stale', 'missing', 'out_of_bounds', 'future_stamps', 'reward_missing')
+
+
+def replay_qos(subscription: QoSProfile) -> QoSProfile:
+    """
+    Return the QoS a player offers a topic this env subscribed to with ``subscription``.
+
+    Reliable, which a best-effort subscriber matches too (a best-effort sensor's data replayed
+    best-effort would reach no reliable subscriber); latched (transient local) where the
+    subscription asked for it, as then the publisher recorded offered it.
+    """
+    latched = subscription.durability == DurabilityPolicy.TRANSIENT_LOCAL
+    return QoSProfile(depth=max(1, subscription.depth),
+                      durability=DurabilityPolicy.TRANSIENT_LOCAL if latched
+                      else DurabilityPolicy.VOLATILE)
 
 
 class EpisodeRecorder:
@@ -57,19 +72,21 @@ class EpisodeRecorder:
         """Take the node's clock and name; declare the step records' topic."""
         self._clock = node.get_clock()
         self._node_name = node.get_fully_qualified_name()
-        self._steps = self.bag.add_topic(node.resolve_topic_name(STEPS_TOPIC), DiagnosticStatus)
+        self._steps = self.bag.add_topic(node.resolve_topic_name(STEPS_TOPIC), DiagnosticStatus,
+                                         qos=QoSProfile(depth=100))
 
-    def tap(self, topic: str, msg_type: type,
-            callback: Callable[[Any], None]) -> Callable[[Any], None]:
+    def tap(self, topic: str, msg_type: type, callback: Callable[[Any], None], *,
+            qos: QoSProfile) -> Callable[[Any], None]:
         """
         Return a subscription callback that calls ``callback``, then records the message.
 
         A topic is recorded once, by its first subscription (two slots may read one topic).
+        ``qos`` is the subscription's: the bag offers the topic as :func:`replay_qos` says.
         """
         if topic in self._tapped:
             return callback
         self._tapped.add(topic)
-        topic_id = self.bag.add_topic(topic, msg_type)
+        topic_id = self.bag.add_topic(topic, msg_type, qos=replay_qos(qos))
         clock, write = self._clock, self.bag.write
 
         def received(message: Any) -> None:
@@ -78,9 +95,10 @@ class EpisodeRecorder:
 
         return received
 
-    def published(self, topic: str, msg_type: type) -> Callable[[Any, Any], None]:
-        """Return ``record(message, stamp)`` for the messages of a publisher (any thread)."""
-        topic_id = self.bag.add_topic(topic, msg_type)
+    def published(self, topic: str, msg_type: type, *,
+                  qos: QoSProfile) -> Callable[[Any, Any], None]:
+        """Return ``record(message, stamp)`` for the messages of a publisher of ``qos``."""
+        topic_id = self.bag.add_topic(topic, msg_type, qos=qos)
         write = self.bag.write
 
         def record(message: Any, stamp: Any) -> None:

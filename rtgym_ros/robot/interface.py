@@ -22,6 +22,7 @@ import gymnasium.spaces as spaces
 import numpy as np
 from rclpy.clock import ClockType
 from rclpy.node import Node
+from rclpy.qos import QoSProfile
 from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from rtgym_ros.core.interface import RealTimeGymInterface
@@ -125,7 +126,8 @@ class RosInterface(RealTimeGymInterface):
         self._check_one_group_per_topic()
         if self.recorder is not None:
             self.recorder.bind_node(node)
-            self._sent = [self.recorder.published(publisher.topic_name, group.writer.msg_type)
+            self._sent = [self.recorder.published(publisher.topic_name, group.writer.msg_type,
+                                                  qos=group.qos)
                           for group, publisher in zip(self.spec.actions, self._publishers)]
         # A recorded slot keeps its messages: images then come as rclpy messages.
         serialized_images = image_take() == 'serialized' and self.recorder is None
@@ -137,8 +139,8 @@ class RosInterface(RealTimeGymInterface):
             if subscription is None:
                 subscription = self._io_node.create_subscription(
                     slot_spec.reader.msg_type, slot_spec.topic,
-                    self._recorded(slot_spec.topic, slot_spec.reader.msg_type, slot.store),
-                    slot_spec.qos)
+                    self._recorded(slot_spec.topic, slot_spec.reader.msg_type, slot.store,
+                                   slot_spec.qos), slot_spec.qos)
             self._topics[slot.name] = subscription.topic_name
             self._subscriptions.append(subscription)
             self.slots.append(slot)
@@ -148,7 +150,8 @@ class RosInterface(RealTimeGymInterface):
                 value = SignalSlot(signal.reader, now=self.now)
                 self._io_node.create_subscription(
                     signal.reader.msg_type, signal.topic,
-                    self._recorded(signal.topic, signal.reader.msg_type, value.store), signal.qos)
+                    self._recorded(signal.topic, signal.reader.msg_type, value.store, signal.qos),
+                    signal.qos)
                 self._signals[name] = value
         step = self.spec.step
         if step is not None and step.topic is not None:
@@ -183,12 +186,13 @@ class RosInterface(RealTimeGymInterface):
                     f'{publisher.topic_name}: each would send a message of its own, the other '
                     "group's fields left zero; give one group all the fields of that topic")
 
-    def _recorded(self, topic: str, msg_type: type,
-                  callback: Callable[[Any], None]) -> Callable[[Any], None]:
+    def _recorded(self, topic: str, msg_type: type, callback: Callable[[Any], None],
+                  qos: QoSProfile) -> Callable[[Any], None]:
         """Return the subscription callback: ``callback``, and the recorder's when recording."""
         if self.recorder is None:
             return callback
-        return self.recorder.tap(self._io_node.resolve_topic_name(topic), msg_type, callback)
+        return self.recorder.tap(self._io_node.resolve_topic_name(topic), msg_type, callback,
+                                 qos=qos)
 
     def _subscribe_serialized(self, slot_spec: ObservationSlotSpec, slot: Slot) -> Any:
         """Take an image slot's messages serialized: the subscription, or None if not."""

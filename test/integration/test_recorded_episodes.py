@@ -56,6 +56,14 @@ def test_a_recorded_episode_reads_back_with_rosbags(recorded):
     metadata = yaml.safe_load((bag / 'metadata.yaml').read_text())['rosbag2_bagfile_information']
     assert metadata['storage_identifier'] == 'mcap' and metadata['version'] == 9
     assert metadata['relative_file_paths'] == ['episodes.mcap']
+    # The QoS `ros2 bag play` offers: the command's as published; the robot's JointState
+    # (read best-effort) reliable, which reliable and best-effort subscribers both match.
+    offered = {entry['topic_metadata']['name']: [
+        (qos['reliability'], qos['durability'])
+        for qos in entry['topic_metadata']['offered_qos_profiles']]
+        for entry in metadata['topics_with_message_count']}
+    assert offered[f'{robot.ns}/command'] == [('reliable', 'volatile')]
+    assert offered[f'{robot.ns}/joint_states'] == [('reliable', 'volatile')]
     with Reader(bag) as reader:
         types = {c.topic: c.msgtype for c in reader.connections}
         counts = {c.topic: c.msgcount for c in reader.connections}

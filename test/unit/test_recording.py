@@ -123,6 +123,27 @@ def test_bag_writer_writes_a_rosbag2_with_mcap_storage(tmp_path):
     assert list(messages['/joint_states'][0].position) == [0.5]
 
 
+def test_topics_carry_the_qos_a_player_offers(tmp_path):
+    """rosbag2's metadata: what ``ros2 bag play`` offers (its default without: volatile)."""
+    from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile
+    from rtgym_ros.record.recorder import replay_qos
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    bag = BagWriter(tmp_path / 'run')
+    bag.add_topic('/scan', LaserScan, qos=replay_qos(qos_profile_sensor_data))
+    bag.add_topic('/map_ready', JointState, qos=replay_qos(latched))
+    bag.add_topic('/cmd', Float64MultiArray, qos=QoSProfile(depth=10))
+    bag.add_topic('/steps', DiagnosticStatus)
+    assert bag.close()
+    metadata = yaml.safe_load((tmp_path / 'run' / 'metadata.yaml').read_text())
+    offered = {entry['topic_metadata']['name']: [
+        (qos['reliability'], qos['durability'], qos['depth'])
+        for qos in entry['topic_metadata']['offered_qos_profiles']]
+        for entry in metadata['rosbag2_bagfile_information']['topics_with_message_count']}
+    assert offered == {'/scan': [('reliable', 'volatile', 5)],
+                       '/map_ready': [('reliable', 'transient_local', 1)],
+                       '/cmd': [('reliable', 'volatile', 10)], '/steps': []}
+
+
 def test_a_message_is_stored_as_the_wire_carries_it(tmp_path):
     """serialize_message pads JointState to its size estimate (60 bytes): the bag has 52."""
     bag = BagWriter(tmp_path / 'run')
