@@ -362,6 +362,18 @@ class RealTimeEnv(gymnasium.Env):
             self._stop_robot()
             raise
 
+    def _on_user_thread(self, function: Callable[..., Any], *args: Any) -> Any:
+        """
+        Run user code on this thread (``obs_prepro_func``); if it fails, stop the robot first.
+
+        In reset() the robot still has its last command and the watchdog is disarmed.
+        """
+        try:
+            return function(*args)
+        except BaseException:
+            self._stop_robot()
+            raise
+
     def _run_time_step(self, action: Any) -> None:
         self._ts_running = True
         self._runner.hand_over(action, self._runtime.post)
@@ -461,7 +473,7 @@ class RealTimeEnv(gymnasium.Env):
             # says 0 (rclpy: unset), and a simulator's stamps would look far in the future.
             self._runtime.wait_for_clock(timeout=self.config.clock_wait_timeout)
         obs, info = self._on_executor(self._reset_interface, seed, options)
-        obs = self._first_observation(obs)
+        obs = self._on_user_thread(self._first_observation, obs)
         if not self._schedule.initialized:
             self._schedule.initialize(self._runtime.now())
         if self.config.use_sim_time and not self._warned_clock_publishers:
@@ -514,7 +526,7 @@ class RealTimeEnv(gymnasium.Env):
             self.running = False
             if self.wait_on_done:
                 self.wait()
-        obs = self._step_observation(obs)
+        obs = self._on_user_thread(self._step_observation, obs)
         if self.benchmark:
             self.bench.end_step_time()
         return obs, rew, terminated, bool(truncated), info

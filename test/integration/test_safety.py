@@ -18,6 +18,7 @@ import blocking_tasks
 from dummy_interfaces import CountingInterface
 from emulated_robots import act, CHILD_ENV, DEFAULT, REPO, robot_params, T, write_config
 import numpy as np
+import prepro_functions
 import pytest
 from ros_probe import die_with_parent, wait_until
 from rtgym_ros import DEFAULT_CONFIG_DICT, RealTimeEnv
@@ -240,3 +241,32 @@ def test_two_clock_publishers_are_reported(clock, probe):
             env.close()
     finally:
         second.close()
+
+
+@pytest.fixture
+def failing_prepro():
+    prepro_functions.FAIL.clear()
+    yield prepro_functions.FAIL
+    prepro_functions.FAIL.clear()
+
+
+@pytest.mark.parametrize('call', ['reset', 'step'])
+def test_an_obs_prepro_func_that_raises_stops_the_robot(spawn, make_env, failing_prepro, call):
+    # obs_prepro_func runs on the user's thread. reset() in mid-episode: the robot still has
+    # the last step's action, and reset() disarmed the watchdog. step(): the next time-step
+    # runs with the action, the watchdog (30 s here) far away.
+    robot = spawn()
+    env = make_env(robot, obs_prepro_func='prepro_functions:fails_when_told',
+                   watchdog_timeout=30.0)
+    env.reset()
+    for _ in range(3):
+        env.step(act(0.5))
+    robot.wait_last(0.5)
+    failing_prepro.set()
+    failed = time.time()
+    with pytest.raises(KeyError, match='no such key'):
+        env.reset() if call == 'reset' else env.step(act(0.5))
+    commands = robot.wait_last(DEFAULT, timeout=BOUND)
+    assert commands[-1]['t'] - failed < BOUND
+    time.sleep(3 * T)  # nothing follows it
+    assert robot.values()[-1] == DEFAULT

@@ -5,7 +5,12 @@
 the processes they start.
 """
 
+import threading
+
 import numpy as np
+
+FAIL = threading.Event()
+"""Set it, and ``fails_when_told`` raises (at the next observation it is given)."""
 
 
 def with_speed(obs: dict) -> dict:
@@ -39,3 +44,10 @@ def halve_in_place(action: np.ndarray) -> np.ndarray:
     """Halve the action where it is and return it, as numpy code often does (``*=``)."""
     action *= 0.5
     return action
+
+
+def fails_when_told(obs: dict) -> dict:
+    """Return the observation as it is, or raise while ``FAIL`` is set."""
+    if FAIL.is_set():
+        raise KeyError('no such key')
+    return obs
