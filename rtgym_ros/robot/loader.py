@@ -214,6 +214,7 @@ def _groups(params: dict, key: str, build: Callable) -> list:
     return groups
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 _ACTION_KEYS = ('topic', 'type', 'field', 'fields', 'joint_names', 'low', 'high', 'default',
                 'qos', 'time_from_start', 'frame_id', 'stamp', 'max_delta', 'on_stop')
 
@@ -233,8 +234,9 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
     for what, values in (('low', low), ('high', high), ('default', default)):
         if len(values) != writer.size:
             raise ValueError(f'{key}.{what} must have {writer.size} values, got {len(values)}')
-        if not np.all(np.isfinite(values)):
-            raise ValueError(f'{key}.{what} must be finite, got {short_repr(values)}')
+        if not np.all(np.abs(values) <= _FLOAT32_MAX):  # NaN too
+            raise ValueError(f'{key}.{what} must be finite as float32, the dtype of actions '
+                             f'(|x| <= {_FLOAT32_MAX:.8g}), got {short_repr(values)}')
     if np.any(default < low) or np.any(default > high):
         raise ValueError(f'{key}.default must lie within low and high, got {short_repr(default)}')
     stamp = entry.get('stamp', 'now')

@@ -409,6 +409,12 @@ ERRORS: dict[str, tuple[Callable[[dict], Any], list[str]]] = {
                       ['pause.data', "'yes'"]),
     'service_timeout': (lambda p: p.update(reset={'service': 'r', 'timeout': -1.0}),
                         ['reset.timeout']),
+    # float32 actions: 1e39 would be sent as inf (the default, the bounds of the space)
+    'default_beyond_float32': (
+        lambda p: action(p).update(low=[-1.0e40], high=[1.0e40], default=[1.0e39]),
+        ['actions.effort.low', 'float32', '1e+40']),
+    'high_beyond_float32': (lambda p: action(p).update(high=[1.0e39]),
+                            ['actions.effort.high', 'float32', '1e+39']),
     # hostile strings
     'type_with_dot_dot': (lambda p: action(p).update(type='../../etc/msg/passwd'),
                           ['actions.effort.type', '../../etc/msg/passwd']),
