@@ -105,6 +105,8 @@ def run_episode(env: Any, policy: Any, index: int, *, seed: int | None) -> Episo
     obs, _ = env.reset(seed=seed)
     done = False
     while not done:
+        if _stopping:  # its KeyboardInterrupt was lost on the way (a finalizer swallows it)
+            raise KeyboardInterrupt
         obs, reward, terminated, truncated, info = env.step(policy(obs))
         done = terminated or truncated
         # A time-out counted since the last step is this one's: its time-step started late.
@@ -218,15 +220,27 @@ def main(args: list[str] | None = None) -> int:
     return status
 
 
+_stopping = False  # a stop signal came; the first one raised KeyboardInterrupt
+
+
 def _raise_on_stop_signals() -> None:
     """
     SIGINT and SIGTERM (ros2 launch, systemd) end the run alike: robot stopped, clean exit.
 
     SIGINT too, as rclpy.init() does: a process started with SIGINT ignored (``agent ... &``
-    in a non-interactive shell) would otherwise keep ignoring it.
+    in a non-interactive shell) would otherwise keep ignoring it. Only the first one raises:
+    a second one (Ctrl-C under ``ros2 launch`` comes twice) could land in the teardown before
+    it ignores them, and cut the robot's stop short. Should the first one's KeyboardInterrupt
+    be lost on its way (a finalizer swallows it), the episode loop raises it again.
     """
+    global _stopping
+    _stopping = False
+
     def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+        global _stopping
+        if not _stopping:
+            _stopping = True
+            raise KeyboardInterrupt
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, handler)

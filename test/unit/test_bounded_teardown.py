@@ -51,3 +51,43 @@ def test_a_teardown_that_raises_still_cancels_the_limit():
     result, _ = _run(body)
     assert result.returncode == 0, result
     assert result.stdout == 'exited the block\n'
+
+
+def test_only_the_first_stop_signal_interrupts_the_agent():
+    # A second one would land anywhere in the teardown, before it ignores them: in
+    # ignore_stop_signals() itself, the env's close() never ran.
+    body = """
+import os, signal, time
+from rtgym_ros.nodes.agent import _raise_on_stop_signals, run_episode
+_raise_on_stop_signals()
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5.0)
+except KeyboardInterrupt:
+    print('stopping', flush=True)
+for signum in (signal.SIGINT, signal.SIGTERM):
+    os.kill(os.getpid(), signum)
+    time.sleep(0.1)
+print('stopped', flush=True)
+
+
+class Env:  # steps for ever unless the episode loop sees the stop
+    class unwrapped:
+        timeouts, act_buf = 0, [0.0]
+
+    def reset(self, seed=None):
+        return 0.0, {}
+
+    def step(self, action):
+        return 0.0, 0.0, False, False, {}
+
+
+try:  # a KeyboardInterrupt that never reached the loop (swallowed): the loop stops anyway
+    run_episode(Env(), lambda obs: 0.0, 0, seed=None)
+except KeyboardInterrupt:
+    print('episode stopped', flush=True)
+"""
+    result = subprocess.run([sys.executable, '-c', body], cwd=REPO, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result
+    assert result.stdout.split('\n')[:3] == ['stopping', 'stopped', 'episode stopped'], result
