@@ -88,6 +88,8 @@ class RealTimeEnv(gymnasium.Env):
         self._awaited: int | None = None  # the completion a step started from an offer makes
         self._step_timed_out = False
         self._ts_running = False
+        self._user_stops = 0  # safe actions sent as an exception went to the user's thread
+        self._stops_at_handover = 0  # _user_stops when the last action was handed over
         self.stalls = 0
         """How often the watchdog sent the default action because step() came too late."""
         self.timeouts = 0
@@ -181,9 +183,16 @@ class RealTimeEnv(gymnasium.Env):
         return min(cfg.time_step_duration * (1.0 + cfg.time_step_timeout_factor), 0.1)
 
     def _send_control(self, action: Any) -> None:
-        if self._stop_robot.final:  # close() sent the safe action: nothing may follow it
+        if self._stopped_since_handover():
             return
-        self.interface.send_control(self._control_of(action))
+        control = self._control_of(action)  # act_prepro_func: it may take a while
+        if self._stopped_since_handover():  # the robot keeps the safe action, sent again
+            self._stop_robot()  # (it also tells RosEnv that it is the robot's target)
+            return
+        self.interface.send_control(control)
+        if self._stopped_since_handover():  # the stop came while it went out: end on the stop
+            self._stop_robot()
+            return
         watchdog = self.config.watchdog_timeout
         if not watchdog:
             return
@@ -277,6 +286,16 @@ class RealTimeEnv(gymnasium.Env):
         """Say whether :meth:`_truncation_reason` may end an episode (then step() decides)."""
         return False
 
+    def _stopped_since_handover(self) -> bool:
+        """
+        Executor thread: say whether the robot was stopped since the action was handed over.
+
+        By close(), or by an exception that went to the user's thread (Ctrl-C, a stall): no
+        action handed over before may follow the safe one. (The watchdog's stop is not final:
+        the agent may still be stepping, and the action it handed over goes out.)
+        """
+        return self._stop_robot.final or self._user_stops != self._stops_at_handover
+
     def _on_stall(self) -> None:
         """Watchdog thread: no new command in time (stalled agent, busy executor, no /clock)."""
         self.stalls += 1
@@ -317,7 +336,7 @@ class RealTimeEnv(gymnasium.Env):
                 else None)
         except BaseException:  # Ctrl-C, a stalled clock, a closed env: stop the robot first
             self._withdraw_offer()  # no offered action may follow the safe one
-            self._stop_robot()
+            self._stop_for_the_user()
             raise
         if self._closed:
             self._withdraw_offer()
@@ -359,7 +378,7 @@ class RealTimeEnv(gymnasium.Env):
         try:
             return self._runtime.call(function, *args)
         except BaseException:  # Ctrl-C included: the robot must not keep its last command
-            self._stop_robot()
+            self._stop_for_the_user()
             raise
 
     def _on_user_thread(self, function: Callable[..., Any], *args: Any) -> Any:
@@ -371,11 +390,17 @@ class RealTimeEnv(gymnasium.Env):
         try:
             return function(*args)
         except BaseException:
-            self._stop_robot()
+            self._stop_for_the_user()
             raise
+
+    def _stop_for_the_user(self) -> None:
+        """User thread, an exception on its way to the user: stop the robot, for this episode."""
+        self._user_stops += 1  # before the safe action: _send_control() looks after publishing
+        self._stop_robot()
 
     def _run_time_step(self, action: Any) -> None:
         self._ts_running = True
+        self._stops_at_handover = self._user_stops
         self._runner.hand_over(action, self._runtime.post)
 
     def _first_observation(self, obs: Any) -> Any:
@@ -494,6 +519,7 @@ class RealTimeEnv(gymnasium.Env):
             self.bench.start_step_time()
         runner = self._runner
         if self.running and self._ts_running:
+            self._stops_at_handover = self._user_stops
             runner.offer(action)  # the executor thread starts the next step with it at t_end
         self._wait_time_step()
         taken_at = runner.withdraw()

@@ -7,6 +7,7 @@ the watchdog still put the robot's last command to the safe action long before t
 Bounds are far below the blocking time (8 s, 12 s), so a loaded machine cannot flake them.
 """
 
+import _thread
 import signal
 import subprocess
 import sys
@@ -118,6 +119,41 @@ def test_ctrl_c_during_a_blocked_capture_stops_the_robot(spawn, tmp_path):
         if agent.poll() is None:
             agent.kill()
             agent.wait(5.0)
+
+
+@pytest.fixture
+def slow_prepro():
+    prepro_functions.SLOW.clear()
+    prepro_functions.SLOWING.clear()
+    yield prepro_functions
+    prepro_functions.SLOW.clear()
+
+
+@pytest.mark.parametrize('stop', ['close', 'ctrl_c'])
+def test_no_action_held_by_the_executor_thread_follows_the_safe_one(spawn, make_env,
+                                                                    slow_prepro, stop):
+    # act_prepro_func takes 0.6 s for the action 0.75, on the executor thread: close() (after
+    # 0.25 s) or a Ctrl-C in the next step() sends the safe action while it still holds it.
+    robot = spawn()
+    env = make_env(robot, act_prepro_func='prepro_functions:slow_when_told',
+                   watchdog_timeout=30.0)
+    env.reset()
+    for _ in range(3):
+        env.step(act(0.5))
+    slow_prepro.SLOW.set()
+    env.step(act(0.75))
+    assert slow_prepro.SLOWING.wait(5.0), 'act_prepro_func never slowed down'
+    stopping = time.time()
+    if stop == 'close':
+        env.close()
+    else:
+        threading.Timer(0.1, _thread.interrupt_main).start()  # Ctrl-C while step() waits
+        with pytest.raises(KeyboardInterrupt):
+            env.step(act(0.3))
+    robot.wait_last(DEFAULT, timeout=BOUND)
+    time.sleep(slow_prepro.SLOW_SECONDS + 0.5)  # act_prepro_func has returned since
+    after = [c['data'][0] for c in robot.commands() if c['t'] > stopping]
+    assert after and set(after) == {DEFAULT}, f'after the stop the robot got {after}'
 
 
 @pytest.fixture

@@ -6,11 +6,17 @@ the processes they start.
 """
 
 import threading
+import time
 
 import numpy as np
 
 FAIL = threading.Event()
 """Set it, and ``fails_when_told`` raises (at the next observation it is given)."""
+SLOW = threading.Event()
+"""Set it, and ``slow_when_told`` sleeps ``SLOW_SECONDS`` (once) before it returns."""
+SLOWING = threading.Event()
+"""Set by ``slow_when_told`` once it has started to sleep."""
+SLOW_SECONDS = 0.6
 
 
 def with_speed(obs: dict) -> dict:
@@ -51,3 +57,12 @@ def fails_when_told(obs: dict) -> dict:
     if FAIL.is_set():
         raise KeyError('no such key')
     return obs
+
+
+def slow_when_told(action: np.ndarray) -> np.ndarray:
+    """Return the action as it is; first sleep ``SLOW_SECONDS`` if ``SLOW`` is set."""
+    if SLOW.is_set():
+        SLOW.clear()
+        SLOWING.set()
+        time.sleep(SLOW_SECONDS)
+    return action
