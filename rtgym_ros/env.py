@@ -666,9 +666,13 @@ class RealTimeEnv(gymnasium.Env):
         except TimeoutError:
             # The executor thread is busy (an interface call that blocks): stop the robot from
             # here, and let no action the executor thread still holds follow the safe one.
-            self._stop_robot.final_stop(waited=_SAFE_ACTION_BOUND)
+            self._stop_robot.final_stop(why=f'the executor thread stayed busy for '
+                                        f'{_SAFE_ACTION_BOUND} s while closing')
         except Exception as error:
             runtime.logger.error(f'error while closing the interface: {error!r}')
+        except BaseException as error:  # Ctrl-C while close() waits: the robot first
+            self._stop_robot.final_stop(why=f'close() was interrupted ({error!r})')
+            raise
         finally:
             runtime.close(timeout=_CLOSE_TIMEOUT)
             gil.release(self)
@@ -696,9 +700,20 @@ _live_envs: 'weakref.WeakSet[RealTimeEnv]' = weakref.WeakSet()
 
 
 def close_all() -> None:
-    """Close every env still open (at interpreter exit, before rclpy's own teardown)."""
+    """
+    Close every env still open (at interpreter exit, before rclpy's own teardown).
+
+    One that raises (a second Ctrl-C in its teardown) keeps no other from its safe action:
+    the first exception is raised once every env is closed.
+    """
+    failed: BaseException | None = None
     for env in list(_live_envs):
-        env.close()
+        try:
+            env.close()
+        except BaseException as error:
+            failed = failed or error
+    if failed is not None:
+        raise failed
 
 
 def _warn_unregistered(message: str) -> None:

@@ -42,7 +42,7 @@ class SafeStop:
         send_now = getattr(self._interface(), 'send_safe_action_now', None)
         return send_now is not None and send_now(self._safe_action())
 
-    def final_stop(self, *, waited: float) -> None:
+    def final_stop(self, *, why: str) -> None:
         """Stop the robot from this thread, for good (close() past a busy executor thread)."""
         self.final = True
         sent = False
@@ -51,6 +51,6 @@ class SafeStop:
         except Exception as error:
             self._runtime.logger.error(f'could not send the safe action: {error!r}')
         self._runtime.logger.error(
-            f'the executor thread stayed busy for {waited} s while closing; '
+            f'{why}; '
             + ('the safe action was sent from the closing thread' if sent else
                'this interface cannot send the safe action from another thread'))

@@ -23,6 +23,7 @@ import prepro_functions
 import pytest
 from ros_probe import die_with_parent, wait_until
 from rtgym_ros import DEFAULT_CONFIG_DICT, RealTimeEnv
+from rtgym_ros import env as env_module
 from sim_clock import SimClock
 
 BOUND = 2.0  # s: the safe action must arrive well within this (the blocking lasts 8-12 s)
@@ -119,6 +120,31 @@ def test_ctrl_c_during_a_blocked_capture_stops_the_robot(spawn, tmp_path):
         if agent.poll() is None:
             agent.kill()
             agent.wait(5.0)
+
+
+@pytest.mark.parametrize('after', [0.1, 0.6])
+def test_ctrl_c_while_envs_close_at_exit_stops_every_robot(spawn, make_env, blocked_reward,
+                                                           after):
+    # Two envs left open at exit; the first one closed has its executor thread held by a
+    # reward function, so its close() waits for it 0.25 s, then tears down for about 1 s. A
+    # second Ctrl-C lands in that wait (0.1 s) or in the teardown (0.6 s).
+    robots = [spawn(), spawn()]
+    envs = [make_env(robot, reward={'function': 'blocking_tasks:sleepy_reward'},
+                     watchdog_timeout=30.0) for robot in robots]
+    for env in envs:
+        env.reset()
+    for _ in range(3):
+        for env in envs:
+            env.step(act(0.5))
+    first = [env.unwrapped for env in envs].index(list(env_module._live_envs)[0])
+    blocked_reward.BLOCK.set()
+    _step_in_thread(envs[first], act(0.5))
+    assert blocked_reward.BLOCKING.wait(5.0), 'the reward function never blocked'
+    threading.Timer(after, _thread.interrupt_main).start()
+    with pytest.raises(KeyboardInterrupt):
+        env_module.close_all()  # what rtgym_ros runs at exit
+    for robot in robots:
+        robot.wait_last(DEFAULT, timeout=BOUND)
 
 
 @pytest.fixture
