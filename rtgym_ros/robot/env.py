@@ -257,7 +257,11 @@ class RosEnv(RealTimeEnv):
         return obs, info
 
     def step(self, action: Any) -> tuple:
-        action, replaced = self._checked(action)
+        try:
+            action, replaced = self._checked(action)
+        except ValueError:  # refused: the robot must not keep the last action until the watchdog
+            self._stop_for_the_user()
+            raise
         reference = _frozen(action)
         self._previous, self._pending = self._pending, (action, reference, replaced)
         self._reference = reference
