@@ -129,7 +129,8 @@ def test_sim_robot_help_exits_zero_without_starting_a_simulator(flag):
 
 
 @pytest.mark.parametrize('module, prog', [('rtgym_ros.nodes.agent', 'agent'),
-                                          ('rtgym_ros.nodes.sim_robot', 'sim_robot')])
+                                          ('rtgym_ros.nodes.sim_robot', 'sim_robot'),
+                                          ('rtgym_ros.nodes.mujoco_sim', 'mujoco_sim')])
 def test_a_stray_argument_exits_two_before_anything_starts(module, prog):
     result = _run(module, '--policy', 'random')
     assert result.returncode == 2

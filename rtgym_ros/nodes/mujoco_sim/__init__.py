@@ -25,18 +25,13 @@ import os
 import sys
 from typing import List, Optional
 
+from rtgym_ros.nodes.command_line import wants_help
 from rtgym_ros.nodes.mujoco_sim.node import MujocoSim, NODE_NAME
 from rtgym_ros.nodes.mujoco_sim.parameters import help_text
 from rtgym_ros.nodes.run_node import run_until_stopped
 from rtgym_ros.ros.runtime import make_io_executor
 
 __all__ = ['main', 'MujocoSim', 'NODE_NAME']
-
-
-def wants_help(args: List[str]) -> bool:
-    """Say whether the command line asks for ``--help`` (before any ``--ros-args``)."""
-    own = args[1:args.index('--ros-args')] if '--ros-args' in args else args[1:]
-    return '-h' in own or '--help' in own
 
 
 def main(args: Optional[List[str]] = None) -> int:
@@ -46,13 +41,17 @@ def main(args: Optional[List[str]] = None) -> int:
     :param args: Command line (program name first, then ``--ros-args`` ...); ``None`` reads
         ``sys.argv``. ``--help`` prints the parameters and returns 0 without starting ROS.
     :return: 0 on a clean stop or ``--help``, 1 when the node could not start or a callback
-        failed.
+        failed, 2 for an argument outside ``--ros-args``.
     """
     argv = list(sys.argv if args is None else args)
-    if wants_help(argv):
-        program = os.path.basename(argv[0]) if argv else NODE_NAME
-        print(help_text(NODE_NAME if program in ('', '__main__.py') else program))
-        return 0
+    try:
+        if wants_help(argv, prog=NODE_NAME):
+            program = os.path.basename(argv[0]) if argv else NODE_NAME
+            print(help_text(NODE_NAME if program in ('', '__main__.py') else program))
+            return 0
+    except ValueError as error:
+        print(f'{NODE_NAME}: {error}', file=sys.stderr)
+        return 2
     # No timers: the events executor (least CPU per message) can spin it.
     return run_until_stopped(
         argv, name=NODE_NAME, make_node=lambda context: MujocoSim(context=context),
