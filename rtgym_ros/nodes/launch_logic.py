@@ -9,7 +9,7 @@ keep only the wiring; the tests call these without ``launch`` installed.
   it returns any node, so a bad value ends the launch with a message naming the argument and
   no process started.
 * Exits: each node's ``on_exit`` is :func:`exit_handler`. The agent's clean exit ends the launch
-  (``ros2 launch`` exits 0); the agent exiting non-zero, or ``sim_robot`` ending while the launch
+  (``ros2 launch`` exits 0); the agent exiting non-zero, or the simulator ending while the launch
   still runs, fails it (``ros2 launch`` exits 1), and the shutdown stops the other node.
   ``launch`` turns only an exception into a non-zero exit code (it has no exit-code action), so
   a failure is raised as :class:`LaunchFailure`; ``launch`` logs it and shuts down.
