@@ -1,7 +1,7 @@
 """
 Run the env on a dummy interface and print how precisely it kept the time-step.
 
-``timing_demo [--rate HZ] [--steps N] [--load sleep|numpy|python|idle]`` — a minute-long check
+``timing_demo [--rate HZ] [--steps N] [--load sleep|numpy|python|idle]`` — a short check
 that a machine (and its DDS setup) can hold the real-time schedule, before a robot is involved.
 ``benchmarks/step_timing.py`` measures with the same interface and agent loads, on rtgym too.
 """
