@@ -2,7 +2,7 @@
 A robot described by configuration: validated into specs before any node exists.
 
 Every mistake is reported at load with the offending key (``actions.effort.low must have 1
-value, got 2``). The only code a config can name is a ``package.module:function`` callable for
+values, got 2``). The only code a config can name is a ``package.module:function`` callable for
 reward, termination, reset, pause, ``obs_prepro_func`` and ``act_prepro_func``; nothing is
 eval'd.
 """

@@ -144,7 +144,7 @@ class StepSpec:
     service: ServiceSpec | None = None
     """Any service (gz ``ControlWorld``): its request gets ``steps_field`` set per advance."""
     steps_field: str | None = None
-    """Request field set to ``round(duration / step_size)`` (gz: world_control.multi_step)."""
+    """Request field set to ``ceil(duration / step_size)`` (gz: world_control.multi_step)."""
     step_size: float | None = None
     """The simulator's physics step (s), for ``steps_field``."""
 
