@@ -443,8 +443,9 @@ def make_io_executor(context: Context) -> Executor:
     """
     Make rclpy's C++ events executor where it exists: about 2.5x less CPU per message.
 
-    Only for nodes without timers (the events executor of the kilted wheels does not fire
-    them): the env's io node (subscriptions, service clients) and ``sim_robot``.
+    For nodes without timers: the env's io node (subscriptions, service clients),
+    ``sim_robot`` and ``mujoco_sim``. (The events executor of the kilted wheels does fire
+    timers, wall-clock and ``/clock``-driven; the main node's run on the lean executor.)
     ``RTGYM_ROS_IO_EXECUTOR=single`` falls back to rclpy's Python executor. Drive it with
     ``spin_once(timeout_sec=...)``: its ``spin()`` busy-waits a whole core in those wheels.
     """

@@ -67,7 +67,7 @@ def main(args: Optional[List[str]] = None) -> int:
     except ValueError as error:
         print(f'sim_robot: {error}', file=sys.stderr)
         return 2
-    # The events executor of the kilted wheels does not fire timers.
+    # ros_timer ticks on rclpy's Python executor; the thread-driven modes need no executor timer.
     return run_until_stopped(
         args, name=NODE_NAME, make_node=lambda context: SimRobot(context=context),
         make_executor=lambda context, node: (
