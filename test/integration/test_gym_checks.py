@@ -108,7 +108,7 @@ def test_node_names_are_unique_in_the_process_and_free_again_when_closed(capfd):
 
 
 def test_a_global_node_remap_does_not_give_both_nodes_one_name(capfd):
-    # `agent --ros-args -r __node:=x` used to rename the env's io node to x as well.
+    # `agent --ros-args -r __node:=x` must not rename the env's io node to x as well.
     name = f'remapped_{next_name()}'
     runtime = RosRuntime(node_name=name, args=['agent', '--ros-args', '-r', '__node:=other'])
     try:

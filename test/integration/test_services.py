@@ -80,7 +80,8 @@ def test_a_late_server_that_never_answers_is_given_one_timeout_in_all(probe, ret
     # The server was found within the bound (else this tests only the wait for it).
     assert 'did not answer within 2.0 s' in message, message
     assert server.requests >= 1, 'the request never reached the server'
-    # One deadline: about TIMEOUT. Two (the old bug): APPEARS_AFTER + TIMEOUT = 1.6 TIMEOUT.
+    # One deadline: about TIMEOUT. Two (a new one once the server appears): APPEARS_AFTER +
+    # TIMEOUT = 1.6 TIMEOUT.
     assert elapsed < 1.3 * TIMEOUT, (
         f'the call took {elapsed:.2f} s, {elapsed / TIMEOUT:.2f} times its timeout '
         f'{TIMEOUT} s; expected about 1 ({message})')

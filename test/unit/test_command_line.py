@@ -152,8 +152,8 @@ def test_timing_demo_help_lists_its_options_with_defaults_and_starts_nothing():
 @pytest.mark.parametrize('args', [['--rate', '0'], ['--rate', '-10'], ['--rate', 'nan'],
                                   ['--rate', 'inf'], ['--steps', '0'], ['--steps', '-3']])
 def test_timing_demo_refuses_a_rate_or_steps_it_cannot_run_as_a_usage_error(args):
-    # --rate 0 ended in a ZeroDivisionError, the others in the env's ValueError: tracebacks
-    # and exit 1, after the env's node had started.
+    # Unchecked, --rate 0 is a ZeroDivisionError and the others the env's ValueError:
+    # tracebacks and exit 1, after the env's node has started.
     result = _run('rtgym_ros.nodes.timing_demo', *args)
     assert result.returncode == 2, result.stderr
     assert f'argument {args[0]}: ' in result.stderr and 'Traceback' not in result.stderr

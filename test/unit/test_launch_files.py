@@ -261,7 +261,7 @@ def test_mujoco_sim_takes_launch_booleans_and_passes_the_policy_as_a_string(stan
     ('task', 'pendulum'), ('agent', 'no')])
 def test_mujoco_sim_refuses_a_bad_argument_before_any_node(stand_in, monkeypatch, name, value):
     # The agent refuses episodes:=0 (exit 2) and cannot follow a flat-out clock: the launch
-    # used to start mujoco_sim and the agent with them anyway, or fail on a bare int().
+    # must start neither mujoco_sim nor the agent with them, and name the argument.
     with pytest.raises(LaunchArgumentError, match=name):
         stand_in.run('mujoco_sim.launch.py', monkeypatch, **{name: value})
     assert stand_in.nodes == []
