@@ -3,8 +3,8 @@ A robot described by configuration: validated into specs before any node exists.
 
 Every mistake is reported at load with the offending key (``actions.effort.low must have 1
 values, got 2``). The only code a config can name is a ``package.module:function`` callable for
-reward, termination, reset, pause, ``obs_prepro_func`` and ``act_prepro_func``; nothing is
-eval'd.
+reward, termination, reset, pause, unpause, ``obs_prepro_func`` and ``act_prepro_func``;
+nothing is eval'd.
 """
 
 import dataclasses
