@@ -96,9 +96,10 @@ def test_check_refuses_the_agent_parameters_the_agent_refuses(capsys, tmp_path):
 
 def test_a_stop_signal_while_the_env_is_made_exits_zero_without_a_traceback(capsys,
                                                                             monkeypatch):
-    # SIGINT/SIGTERM raise KeyboardInterrupt wherever the agent is: while RosEnv starts its
-    # nodes (about a second), it escaped main() (traceback, exit 130 or 1; ros2 launch then
-    # reports a failed node on Ctrl-C). The env closes itself when its constructor raises.
+    # SIGINT/SIGTERM raise KeyboardInterrupt wherever the agent is, also while RosEnv starts
+    # its nodes (about a second): it must not escape main() (a traceback, exit 130 or 1; ros2
+    # launch would report a failed node on Ctrl-C). The env closes itself when its constructor
+    # raises.
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
