@@ -445,7 +445,7 @@ def make_io_executor(context: Context) -> Executor:
 
     For nodes without timers: the env's io node (subscriptions, service clients),
     ``sim_robot`` and ``mujoco_sim``. (The events executor of the kilted wheels does fire
-    timers, wall-clock and ``/clock``-driven; the main node's run on the lean executor.)
+    timers, on wall time and on ``/clock``; the main node's timers run on the lean executor.)
     ``RTGYM_ROS_IO_EXECUTOR=single`` falls back to rclpy's Python executor. Drive it with
     ``spin_once(timeout_sec=...)``: its ``spin()`` busy-waits a whole core in those wheels.
     """
