@@ -77,9 +77,10 @@ class Slot:
                 self.message, self.stamp, self._newest = message, stamp, stamp
                 self._zero_header = zero_header
             else:
-                if not self._joints.carries(message):
+                merged = self._joints.update(message, stamp, zero_header)
+                if merged is None:
                     return  # another publisher's joints: nothing of this slot changed
-                self.message = self._joints.update(message, stamp, zero_header)
+                self.message = merged
                 self.stamp, self._newest = self._joints.oldest(), self._joints.newest()
             self.count += 1
             self._changed.notify_all()
@@ -235,12 +236,8 @@ class _JointTable:
         self._zero_header = np.zeros(self._stamps.shape, bool)
         self._whole: tuple | None = None  # (message, stamp, zero header): read as it is
 
-    def carries(self, message: Any) -> bool:
-        """Say whether ``message`` names one of the joints (another publisher's may not)."""
-        return any(name in self._index for name in message.name)
-
     def update(self, message: Any, stamp: float, zero_header: bool) -> Any:
-        """Take a JointState in; return the message to read."""
+        """Take a JointState in; return the message to read (None: it names no joint of ours)."""
         names = tuple(message.name)
         covers = self._covers.get(names)
         if covers is None:
@@ -254,6 +251,8 @@ class _JointTable:
             self._stamps[:] = stamp
             self._zero_header[:] = zero_header
             return message
+        if not any(name in self._index for name in names):
+            return None  # another publisher's joints
         if self._whole is not None:  # from now on, values come joint by joint
             whole, self._whole = self._whole, None
             self._absorb(*whole)
