@@ -8,6 +8,7 @@ Bounds are far below the blocking time (8 s, 12 s), so a loaded machine cannot f
 """
 
 import _thread
+import os
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from emulated_robots import act, CHILD_ENV, DEFAULT, REPO, robot_params, T, writ
 import numpy as np
 import prepro_functions
 import pytest
-from ros_probe import die_with_parent, wait_until
+from ros_probe import die_with_parent, RosoutLog, wait_until
 from rtgym_ros import DEFAULT_CONFIG_DICT, RealTimeEnv
 from rtgym_ros import env as env_module
 from sim_clock import SimClock
@@ -238,6 +239,30 @@ def test_close_from_another_thread_releases_a_step_blocked_on_the_clock(clock):
     assert not thread.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], RuntimeError), errors
     assert not isinstance(errors[0], (TypeError, AttributeError)), errors
+
+
+def test_a_stopped_clock_is_logged_once_per_stall_and_the_step_goes_on_after(clock, probe):
+    """Log a stopped /clock once per stall (on_clock_stall: warn); step() goes on after it."""
+    namespace = f'/clock_stall_{os.getpid()}'
+    log = RosoutLog(probe, namespace)
+    env = _sim_env(namespace=namespace, clock_stall_timeout=0.5, watchdog_timeout=0.0)
+    try:
+        env.reset()
+        env.step(np.full(2, 0.7, np.float32))
+        clock.silent = True
+        stepping = _step_in_thread(env, np.full(2, 0.7, np.float32))
+        log.wait_for('/clock has not moved', 10.0)
+        time.sleep(1.5)  # three more stall bounds
+        assert stepping.is_alive(), 'step() returned while /clock stood still'
+        stalls = [line for line in log.lines() if '/clock has not moved' in line]
+        assert len(stalls) == 1, stalls
+        clock.silent = False
+        stepping.join(10.0)
+        assert not stepping.is_alive(), 'step() did not return once /clock moved'
+    finally:
+        clock.silent = False
+        env.close()
+        probe.node.destroy_subscription(log.sub)
 
 
 def test_close_from_another_thread_releases_a_reset_waiting_for_the_first_clock():
