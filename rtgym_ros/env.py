@@ -674,9 +674,11 @@ class RealTimeEnv(gymnasium.Env):
             self._stop_robot.final_stop(why=f'close() was interrupted ({error!r})')
             raise
         finally:
-            runtime.close(timeout=_CLOSE_TIMEOUT)
-            gil.release(self)
-            gc_freeze.release(self)
+            try:
+                runtime.close(timeout=_CLOSE_TIMEOUT)
+            finally:  # a Ctrl-C in the teardown leaves the process as no env had been there
+                gil.release(self)
+                gc_freeze.release(self)
 
     def _shutdown_interface(self) -> None:
         """Executor thread: no more time-steps, robot in its safe state, interface closed."""

@@ -370,24 +370,36 @@ class RosRuntime:
         return 'the ROS runtime is closed'
 
     def close(self, *, timeout: float = 5.0) -> None:
-        """Executor shutdown, thread join, node destroyed, context shut down. Idempotent."""
+        """
+        Executor shutdown, thread join, node destroyed, context shut down. Idempotent.
+
+        A Ctrl-C meanwhile is raised once every step has run (each bounded by ``timeout``):
+        a teardown cut short leaves executor threads running, which the interpreter's exit
+        then aborts on (``terminate called without an active exception``).
+        """
         if self._closed:
             return
         self._closed = True
         spun = [(self.node, self._spinner)]
         if self._io is not None:
             spun.append(self._io)
-        for _, spinner in spun:
-            spinner.stop(timeout=timeout)
+        steps = [lambda spinner=spinner: spinner.stop(timeout=timeout) for _, spinner in spun]
         if self._serialized is not None:
-            self._serialized.close(timeout=timeout)
-        for _, spinner in spun:
-            spinner.executor.shutdown(timeout_sec=timeout)
-        self._clock.destroy()
-        for node, _ in spun:
-            node.destroy_node()
-        self.context.try_shutdown()
-        _release_name(self._namespace, self.node_name)
+            steps.append(lambda: self._serialized.close(timeout=timeout))
+        steps += [lambda spinner=spinner: spinner.executor.shutdown(timeout_sec=timeout)
+                  for _, spinner in spun]
+        steps.append(self._clock.destroy)
+        steps += [node.destroy_node for node, _ in spun]
+        steps += [self.context.try_shutdown,
+                  lambda: _release_name(self._namespace, self.node_name)]
+        interrupted: BaseException | None = None
+        for step in steps:
+            try:
+                step()
+            except KeyboardInterrupt as error:
+                interrupted = interrupted or error
+        if interrupted is not None:
+            raise interrupted
 
 
 class IoNode(Node):

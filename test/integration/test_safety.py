@@ -8,6 +8,7 @@ Bounds are far below the blocking time (8 s, 12 s), so a loaded machine cannot f
 """
 
 import _thread
+import gc
 import os
 import signal
 import subprocess
@@ -146,6 +147,9 @@ def test_ctrl_c_while_envs_close_at_exit_stops_every_robot(spawn, make_env, bloc
         env_module.close_all()  # what rtgym_ros runs at exit
     for robot in robots:
         robot.wait_last(DEFAULT, timeout=BOUND)
+    # No env is left, and none keeps the garbage collector frozen (nor the GIL's interval).
+    assert not env_module._live_envs
+    assert gc.get_freeze_count() == 0
 
 
 @pytest.fixture
