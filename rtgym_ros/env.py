@@ -242,12 +242,19 @@ class RealTimeEnv(gymnasium.Env):
         """
         Follow a clock that went back; runs on the thread that sets the clock (io, sim time).
 
+        Then, under sim time, look for a second /clock publisher (one that came mid-episode).
+        """
+        self._follow_clock_jump(jump.delta.nanoseconds * 1e-9)
+        if self.config.use_sim_time and not self._warned_clock_publishers:
+            self._warn_about_clock_publishers()
+
+    def _follow_clock_jump(self, delta: float) -> None:
+        """
+        Move the schedule (and the interface's data) with a clock that went back by ``delta``.
+
         Not back before the running time-step's start (jitter, not a reset): nothing moves, as
         rcl moves a ROS-time timer only when the clock went back before its last call.
         """
-        delta = jump.delta.nanoseconds * 1e-9
-        if self.config.use_sim_time and not self._warned_clock_publishers:  # came mid-episode
-            self._warn_about_clock_publishers()
         if self._runtime.now() > self._schedule.t_start:
             self._log.warning('clock jitter', f'clock went back by {-delta:.3f} s within the '
                               'running time-step: schedule and data kept')

@@ -614,8 +614,9 @@ def test_wrong_action_shape_raises(spawn, make_env):
     env.step(act(0.5))
     robot.wait_last(0.5)
     values = robot.values()
-    # The reset's default action, then each refusal's safe action: none kept the last action.
-    assert values[:values.index(0.5)] == [DEFAULT] * 6, values
+    # Each refusal's safe action (the reset's default too, unless a refusal overtook it).
+    before = values[:values.index(0.5)]
+    assert set(before) == {DEFAULT} and len(before) >= 5, values
     assert all(len(c['data']) == 1 for c in robot.commands())
 
 
