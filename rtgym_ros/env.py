@@ -390,9 +390,10 @@ class RealTimeEnv(gymnasium.Env):
 
     def _on_user_thread(self, function: Callable[..., Any], *args: Any) -> Any:
         """
-        Run user code on this thread (``obs_prepro_func``); if it fails, stop the robot first.
+        Run user code, or a check of the user's input, here; if it fails, stop the robot first.
 
-        In reset() the robot still has its last command and the watchdog is disarmed.
+        ``obs_prepro_func``, or a check that refuses an action: in reset() the robot still has
+        its last command and the watchdog is disarmed.
         """
         try:
             return function(*args)

@@ -257,11 +257,8 @@ class RosEnv(RealTimeEnv):
         return obs, info
 
     def step(self, action: Any) -> tuple:
-        try:
-            action, replaced = self._checked(action)
-        except ValueError:  # refused: the robot must not keep the last action until the watchdog
-            self._stop_for_the_user()
-            raise
+        # Refused: the robot must not keep the last action until the watchdog.
+        action, replaced = self._on_user_thread(self._checked, action)
         reference = _frozen(action)
         self._previous, self._pending = self._pending, (action, reference, replaced)
         self._reference = reference

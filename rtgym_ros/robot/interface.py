@@ -65,10 +65,10 @@ _EPOCHS_APART = 1e7
 """Seconds (four months) between a stamp and the clock that no skew explains: two time bases."""
 
 
-def _skew_cause(age: float) -> str:
-    """Say what likely puts a stamp ``age`` seconds from the node's clock."""
+def _other_time_base(age: float) -> str | None:
+    """Say so when a stamp ``age`` seconds from the node's clock is of another time base."""
     if abs(age) < _EPOCHS_APART:
-        return 'clock skew between machines?'
+        return None
     return ('its stamps and this clock count from different origins: sim time against wall '
             'time? use_sim_time must match the sensor; stamp: receive ignores its stamps')
 
@@ -385,16 +385,16 @@ class RosInterface(RealTimeGymInterface):
             self.stale_counts[slot.name] += 1
             run = self.stale_runs[slot.name] + count_runs
             self.stale_runs[slot.name] = run
+            other_base = _other_time_base(ages[slot.name])
             if slot.from_the_future(now):
                 future.append(slot.name)
                 message = (f'observations.{slot.name} ({slot.spec.topic}) is stamped '
                            f"{-ages[slot.name]:.3f} s ahead of this node's clock "
-                           f'({_skew_cause(ages[slot.name])}): not fresh')
+                           f'({other_base or "clock skew between machines?"}): not fresh')
             else:
                 message = (f'observations.{slot.name} ({slot.spec.topic}) is stale: '
                            f'age {ages[slot.name]:.3f} s > max_age {slot.spec.max_age} s'
-                           + ('' if abs(ages[slot.name]) < _EPOCHS_APART
-                              else f' ({_skew_cause(ages[slot.name])})'))
+                           + ('' if other_base is None else f' ({other_base})'))
             if slot.spec.on_stale == 'error':
                 raise RuntimeError(message)
             if slot.spec.on_stale in ('warn', 'wait') or slot.name in future:

@@ -152,6 +152,16 @@ def test_ctrl_c_while_envs_close_at_exit_stops_every_robot(spawn, make_env, bloc
     assert gc.get_freeze_count() == 0
 
 
+def _stepping_at_half(spawn, make_env, **config) -> tuple:
+    """Return a robot and an env (watchdog 30 s, far away) that stepped it at 0.5 three times."""
+    robot = spawn()
+    env = make_env(robot, watchdog_timeout=30.0, **config)
+    env.reset()
+    for _ in range(3):
+        env.step(act(0.5))
+    return robot, env
+
+
 @pytest.fixture
 def slow_prepro():
     prepro_functions.SLOW.clear()
@@ -165,12 +175,8 @@ def test_no_action_held_by_the_executor_thread_follows_the_safe_one(spawn, make_
                                                                     slow_prepro, stop):
     # act_prepro_func takes 0.6 s for the action 0.75, on the executor thread: close() (after
     # 0.25 s) or a Ctrl-C in the next step() sends the safe action while it still holds it.
-    robot = spawn()
-    env = make_env(robot, act_prepro_func='prepro_functions:slow_when_told',
-                   watchdog_timeout=30.0)
-    env.reset()
-    for _ in range(3):
-        env.step(act(0.5))
+    robot, env = _stepping_at_half(spawn, make_env,
+                                   act_prepro_func='prepro_functions:slow_when_told')
     slow_prepro.SLOW.set()
     env.step(act(0.75))
     assert slow_prepro.SLOWING.wait(5.0), 'act_prepro_func never slowed down'
@@ -346,12 +352,8 @@ def test_an_obs_prepro_func_that_raises_stops_the_robot(spawn, make_env, failing
     # obs_prepro_func runs on the user's thread. reset() in mid-episode: the robot still has
     # the last step's action, and reset() disarmed the watchdog. step(): the next time-step
     # runs with the action, the watchdog (30 s here) far away.
-    robot = spawn()
-    env = make_env(robot, obs_prepro_func='prepro_functions:fails_when_told',
-                   watchdog_timeout=30.0)
-    env.reset()
-    for _ in range(3):
-        env.step(act(0.5))
+    robot, env = _stepping_at_half(spawn, make_env,
+                                   obs_prepro_func='prepro_functions:fails_when_told')
     robot.wait_last(0.5)
     failing_prepro.set()
     failed = time.time()
