@@ -193,7 +193,10 @@ def test_a_simulator_whose_time_starts_at_the_epoch(start_sim, tmp_path):
         durations = []
         for k in range(30):
             start = time.monotonic()
-            env.step(np.array([k + 1.0], np.float32))
+            try:
+                env.step(np.array([k + 1.0], np.float32))
+            except TimeoutError as error:  # what the simulator got, and when
+                raise AssertionError(f'{error}\nscripted_sim:\n{sim.output()}') from error
             durations.append(time.monotonic() - start)
         # No capture waited out its 3 s bound (a request DDS repairs may take a second).
         assert max(durations) < 2.5, (durations, sim.output())
