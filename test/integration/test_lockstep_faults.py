@@ -149,9 +149,10 @@ def test_a_simulator_that_restarts_by_itself_is_followed(start_sim, tmp_path):
     sim = start_sim(restart_at=4)
     [times], env = sim_times(sim, tmp_path, steps=8)
     drops = [k for k in range(1, len(times)) if times[k] < times[k - 1]]
-    assert len(drops) == 1, times
+    assert len(drops) == 1, f'{times}\nscripted_sim:\n{sim.output()}'
     after = times[drops[0]:]
-    assert after == pytest.approx([T * (k + 1) for k in range(len(after))], abs=1e-6), times
+    assert after == pytest.approx([T * (k + 1) for k in range(len(after))], abs=1e-6), \
+        f'{times}\nscripted_sim:\n{sim.output()}'
     assert env.timeouts == 0 and env.stalls == 0
 
 

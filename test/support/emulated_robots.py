@@ -26,8 +26,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 EMULATOR = Path(__file__).resolve().parent / 'robot_emulator.py'
+# PYTHONFAULTHANDLER: a child that hangs is sent SIGABRT, and its log then shows every stack.
 CHILD_ENV = dict(
     os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST', PYTHONUNBUFFERED='1',
+    PYTHONFAULTHANDLER='1',
     PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get('PYTHONPATH')])))
 SPAWN_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
                        durability=DurabilityPolicy.TRANSIENT_LOCAL)

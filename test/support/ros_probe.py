@@ -29,10 +29,11 @@ from rtgym_ros.ros.spin import SpinThread
 REPO = Path(__file__).resolve().parents[2]
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 DOMAIN = int(os.environ.get('ROS_DOMAIN_ID') or 1 + os.getpid() % 101)
+# PYTHONFAULTHANDLER: a child that hangs is sent SIGABRT, and its log then shows every stack.
 CHILD_ENV = dict(
     os.environ, ROS_DOMAIN_ID=str(DOMAIN), ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST',
     PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get('PYTHONPATH')])),
-    PYTHONUNBUFFERED='1', RCUTILS_LOGGING_BUFFERED_STREAM='0')
+    PYTHONUNBUFFERED='1', RCUTILS_LOGGING_BUFFERED_STREAM='0', PYTHONFAULTHANDLER='1')
 _names = itertools.count()
 
 
@@ -187,8 +188,12 @@ class SimProcess:
         try:
             code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5.0)
+            self.proc.send_signal(signal.SIGABRT)  # its threads' stacks, into the log
+            try:
+                self.proc.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5.0)
             raise AssertionError(f'{self.name} ignored signal {signum} for {timeout} s:\n'
                                  + self.output())
         return code, time.monotonic() - start

@@ -14,7 +14,13 @@ offers Empty reset, pause and unpause services. What it does wrong is given as J
 - ``state_after``: seconds before its state publisher exists (a bridge that comes up late);
 - ``start_ns``: its time at start and after each reset (0), e.g. the epoch of a recorded run.
 
+A ``step_until`` target that repeats the last one is the env asking again (it does after half
+a second without ``/clock``): it is served, but is no new request, so that indices name the
+env's time-steps however late a request comes.
+
 It prints ``READY`` once its services are up, and logs every call and command to stdout.
+It spins a single-threaded executor: rclpy's MultiThreadedExecutor ran this node's callbacks
+up to a second after their message came (ros2/rclpy#1452), which the env took for a stall.
 """
 
 import json
@@ -24,7 +30,7 @@ from typing import Any
 
 from lifecycle_msgs.srv import ChangeState
 import rclpy
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
@@ -49,6 +55,7 @@ class ScriptedSim:
         self._time_ns = self._start
         self._command = 0.0
         self._requests = 0
+        self._last_target: int | None = None
         self._free = False
         self._clock = node.create_publisher(Clock, '/clock', 10)
         self._state: Any = None
@@ -96,7 +103,7 @@ class ScriptedSim:
     def _next_request(self, what: str) -> int | None:
         """Count a step request; return its index, or None when it is to be ignored."""
         index, self._requests = self._requests, self._requests + 1
-        print(f'{what} {index} at {self._time_ns}', flush=True)
+        print(f'{what} (request {index}) at {self._time_ns}', flush=True)
         if index in self._drop:
             return None
         if index == self._restart_at:
@@ -108,7 +115,12 @@ class ScriptedSim:
     def _on_step_until(self, message: Clock) -> None:
         target = Time.from_msg(message.clock).nanoseconds
         with self._lock:
-            if self._next_request('step_until') is None or self._time_ns >= target:
+            if target == self._last_target:
+                print(f'step_until again to {target} at {self._time_ns}', flush=True)
+            elif self._next_request(f'step_until to {target}') is None:
+                return
+            self._last_target = target
+            if self._time_ns >= target:
                 return
             while self._time_ns < target:
                 self._time_ns += self._dt
@@ -153,7 +165,7 @@ def main() -> None:
     node = Node('scripted_sim')
     ScriptedSim(node, json.loads(sys.argv[1]))
     print('READY', flush=True)
-    executor = MultiThreadedExecutor(4)
+    executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
         executor.spin()
