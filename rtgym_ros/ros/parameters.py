@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import os
 from pathlib import Path
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,8 @@ _BOOT = ('import runpy, sys; sys.path[:] = [p for p in sys.path if p]; '
          'runpy.run_path(sys.argv[1], run_name="__main__")')
 # Lines of the reader's stderr quoted when it fails.
 _STDERR_LINES = 5
+# Terminal colour codes: Fast DDS colours its log lines, which an error message must not carry.
+_ANSI_ESCAPE = re.compile(r'\x1b\[[0-9;]*[A-Za-z]')
 # rcl's ROS arguments that take a value (rcl/arguments.c), besides -r/--remap.
 _VALUED_ARGS = ('-p', '--param', '--params-file', '-e', '--enclave', '--log-level',
                 '--log-file-name', '--log-config-file')
@@ -179,7 +182,8 @@ def _ask_rcl(request: dict[str, Any], *, timeout: float) -> tuple:
         raise ParametersReadTimeout(
             f'{source}: rcl did not read the parameters within {timeout:g} s (the process '
             'reading them was stopped)')
-    said = err.decode(errors='replace').strip().splitlines()[-_STDERR_LINES:]
+    said = _ANSI_ESCAPE.sub('', err.decode(errors='replace')).strip().splitlines()
+    said = said[-_STDERR_LINES:]
     raise ParametersUnreadable(
         f'{source}: the process reading the parameters through rcl exited with code '
         f'{child.returncode} and no answer' + (': ' + bounded(' | '.join(said)) if said else ''))

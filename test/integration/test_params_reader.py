@@ -110,6 +110,14 @@ def test_a_reader_that_fails_is_reported_with_its_exit_code_and_stderr(tmp_path,
         read_node_parameters(ARGS, default_node_name='agent')
 
 
+def test_a_dds_failure_is_quoted_without_its_terminal_colours():
+    # Fast DDS cannot open the ports of domain 999 and logs why, in colour.
+    with pytest.raises(parameters.ParametersUnreadable) as error:
+        read_node_parameters(ARGS, default_node_name='agent', domain_id=999)
+    assert 'domainId' in str(error.value), str(error.value)
+    assert '\x1b' not in str(error.value), repr(str(error.value))
+
+
 def test_the_request_reaches_the_reader_whole(tmp_path, monkeypatch):
     echo = 'sys.stdout.buffer.write(pickle.dumps(("ok", "n", "/ns", {"echo": request})))\n'
     monkeypatch.setattr(parameters, '_READER', _reader(tmp_path, echo))
