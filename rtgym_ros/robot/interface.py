@@ -61,6 +61,12 @@ SIM_TIME_SLACK of it, and a simulator that steps to the first step at or past th
 at the target's step, not one later."""
 
 
+REWIND_GRACE = 0.5
+"""Seconds of sim time /clock may go on after data of a rewound time base came, before that
+data counts (the sensor's own time base went back): a simulator's rewound /clock may come after
+its data (DDS does not order topics), but the clock of its old time base no longer moves on."""
+
+
 _EPOCHS_APART = 1e7
 """Seconds (four months) between a stamp and the clock that no skew explains: two time bases."""
 
@@ -538,11 +544,28 @@ class RosInterface(RealTimeGymInterface):
             # The reset took the time base back (Gazebo's /reset_simulation) and its data came
             # before the /clock that says so: let the clock follow (that clears the slots of
             # the old time base), then take data of the new one. A wall clock never follows:
-            # the sensor's own time base went back, and its data counts as it is.
+            # the sensor's own time base went back, and its data counts as it is; so does a
+            # /clock that goes on for REWIND_GRACE instead.
             oldest = min(baselines[slot.name] for slot in rewound)
-            clock_back = self._services.wait_until(
-                lambda: self.now() < oldest, max(0.0, deadline - time.monotonic()))
-            if clock_back:
+            moved_on = self.now() + REWIND_GRACE
+
+            def settled() -> bool:
+                now = self.now()
+                return now < oldest or now > moved_on
+            self._services.wait_until(settled, max(0.0, deadline - time.monotonic()))
+            clock_back = self.now() < oldest
+            if not clock_back:
+                # /clock went on: the sensor's own time base went back (a driver or a simulator
+                # plugin restarted), and its data counts as it is, as on wall time.
+                now = self.now()
+                for slot in rewound:
+                    self._log.warning(f'{slot.name} rewound', (
+                        f'observations.{slot.name} ({self._topics[slot.name]}) is stamped at '
+                        f'{slot.stamp:.3f} s, before the {baselines[slot.name]:.3f} s it held '
+                        f'when the reset was asked, and /clock ({now:.3f} s) did not go back: '
+                        'its own time base went back (a driver or a simulator plugin '
+                        f'restarted?); its data counts, {slot.age(now):.3f} s old'))
+            else:
                 since = self.now() - self.spec.options.stamp_tolerance
                 silent = wait_all(self.slots, lambda slot: lambda: slot.message is not None
                                   and slot.stamp >= since,

@@ -8,7 +8,7 @@ real ``sim_robot`` process plays a Gazebo-style simulator whose reset takes sim 
 import re
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from emulated_robots import next_name, write_config
 import gymnasium as gym
@@ -40,8 +40,13 @@ class Streams:
 
     def joint_states(self, names: list[str], positions: list[float], *, rate: float,
                      stamp_offset: float = 0.0, efforts: list[float] | None = None,
-                     stamped: bool = True, qos: Any = 10) -> dict:
-        """Publish JointState ``names`` at ``rate`` Hz (no efforts: left empty); steer it."""
+                     stamped: bool = True, qos: Any = 10,
+                     clock: Callable[[], float] | None = None) -> dict:
+        """
+        Publish JointState ``names`` at ``rate`` Hz (no efforts: left empty); steer it.
+
+        ``clock``: the stamps' time base in seconds (a simulator's); the probe's clock if None.
+        """
         publisher = self._probe.node.create_publisher(JointState, f'{self.ns}/joint_states',
                                                       qos)
         state = {'positions': positions, 'on': True, 'stamp_offset': stamp_offset}
@@ -52,7 +57,8 @@ class Streams:
             message = JointState(name=names, position=list(state['positions']),
                                  effort=efforts or [])
             if stamped:  # else a zero stamp: the env stamps it on arrival
-                stamp = self._probe.node.get_clock().now().nanoseconds * 1e-9
+                stamp = (self._probe.node.get_clock().now().nanoseconds * 1e-9
+                         if clock is None else clock())
                 stamp += state['stamp_offset']
                 message.header.stamp.sec = int(stamp)
                 message.header.stamp.nanosec = int((stamp - int(stamp)) * 1e9)
@@ -547,6 +553,39 @@ def test_a_sensor_time_base_going_back_at_a_reset_on_wall_time_counts_at_once(st
             assert took < bound / 3, f'reset took {took:.1f} s of reset_timeout {bound} s'
     finally:
         probe.node.destroy_service(service)
+
+
+def test_a_sensor_time_base_going_back_at_a_reset_on_sim_time_counts_once_clock_moves_on(
+        streams, make_env, probe):
+    # A simulator plugin (or a driver) restarted at the reset stamps from 0 again, while
+    # /clock goes on: its data counts, as on wall time, once /clock moved on without going
+    # back, and the log says so. No wait for the whole reset_timeout.
+    clock = SimClock(start=1000.0)
+    sensor = streams.joint_states(['j0'], [1.0], rate=100.0, clock=lambda: clock.sim_time)
+
+    def reset(request: Empty.Request, response: Empty.Response) -> Empty.Response:
+        sensor['stamp_offset'] -= 400.0
+        return response
+    service = probe.node.create_service(Empty, f'{streams.ns}/reset_world', reset)
+    try:
+        bound = 30.0
+        env = make_env(streams.ns, params(['j0'], use_sim_time=True, reset_timeout=bound,
+                                          reset={'service': 'reset_world'}))
+        [slot] = env.unwrapped.interface.slots
+        wait_until(lambda: slot.count, 20.0, 'a first message in the slot')
+        for _ in range(2):
+            start = time.monotonic()
+            _, info = env.reset()
+            took = time.monotonic() - start
+            assert took < bound / 3, f'reset took {took:.1f} s of reset_timeout {bound} s'
+            assert info['stale'] == ['joints'] and info['obs_ages']['joints'] > 300.0, info
+        line = streams.log.wait_for('did not go back', 10.0)
+        assert re.search(r'observations\.joints \(.*/joint_states\) is stamped at \d+\.\d+ s, '
+                         r'before the \d+\.\d+ s it held when the reset was asked, and '
+                         r'/clock \(\d+\.\d+ s\) did not go back', line), line
+    finally:
+        probe.node.destroy_service(service)
+        clock.close()
 
 
 def test_a_joint_never_published_fails_reset_naming_the_topic(streams, make_env):
