@@ -10,7 +10,8 @@ Two rules of the real ROS world are kept here:
 
 - several publishers on one ``JointState`` topic (an arm and a gripper on ``/joint_states``):
   a slot read by joint name keeps the newest values of each configured joint, each with its
-  own stamp; the slot's stamp is its oldest joint's. A field a message leaves empty (the
+  own stamp; the slot's stamp is its oldest joint's, and the message it keeps carries the
+  header of the message that stamped that joint. A field a message leaves empty (the
   message definition allows it) is not given for its joints: a joint whose configured field
   never came is missing, one whose field stopped coming goes stale;
 - stamps ahead of the node's clock (clock skew between machines) by more than
@@ -234,6 +235,7 @@ class _JointTable:
         self._values = np.zeros((len(JOINT_ARRAYS), len(joint_names)))
         self._stamps = np.full((len(self._stamped), len(joint_names)), -np.inf)
         self._zero_header = np.zeros(self._stamps.shape, bool)
+        self._headers = np.full(self._stamps.shape, None, object)  # of the message stamping each
         self._whole: tuple | None = None  # (message, stamp, zero header): read as it is
 
     def update(self, message: Any, stamp: float, zero_header: bool) -> Any:
@@ -275,11 +277,17 @@ class _JointTable:
             if len(getattr(message, field)) == count:
                 self._stamps[row, target] = stamp
                 self._zero_header[row, target] = zero_header
+                self._headers[row, target] = message.header
 
     def _merged(self) -> JointState:
+        """Return the values as one message, with the header of the part stamped oldest."""
         merged = JointState()
         merged.name = list(self.names)
         merged.position, merged.velocity, merged.effort = (row.tolist() for row in self._values)
+        came = self._stamps > -np.inf
+        if came.any():
+            header = self._headers.flat[int(np.argmin(np.where(came, self._stamps, np.inf)))]
+            merged.header.stamp, merged.header.frame_id = header.stamp, header.frame_id
         return merged
 
     def oldest(self) -> float:
@@ -325,6 +333,7 @@ class _JointTable:
         self._values[:] = 0.0
         self._stamps[:] = -np.inf
         self._zero_header[:] = False
+        self._headers[:] = None
         self._whole = None
 
 

@@ -20,6 +20,7 @@ from rclpy.service import Service
 from rclpy.subscription import Subscription
 from ros_probe import RosoutLog, SimProcess, wait_until
 import rtgym_ros  # noqa: F401
+from rtgym_ros.msgconv.fields import message_stamp
 from sensor_msgs.msg import JointState
 from sim_clock import SimClock
 from std_msgs.msg import Bool, Float64, Float64MultiArray
@@ -41,7 +42,7 @@ class Streams:
     def joint_states(self, names: list[str], positions: list[float], *, rate: float,
                      stamp_offset: float = 0.0, efforts: list[float] | None = None,
                      stamped: bool = True, qos: Any = 10,
-                     clock: Callable[[], float] | None = None) -> dict:
+                     clock: Callable[[], float] | None = None, frame_id: str = '') -> dict:
         """
         Publish JointState ``names`` at ``rate`` Hz (no efforts: left empty); steer it.
 
@@ -56,6 +57,7 @@ class Streams:
                 return
             message = JointState(name=names, position=list(state['positions']),
                                  effort=efforts or [])
+            message.header.frame_id = frame_id
             if stamped:  # else a zero stamp: the env stamps it on arrival
                 stamp = (self._probe.node.get_clock().now().nanoseconds * 1e-9
                          if clock is None else clock())
@@ -167,6 +169,31 @@ def test_joint_states_of_an_arm_and_a_gripper_on_one_topic(streams, make_env):
     later = steps(env, 10)
     assert later[-1][0]['joints'].tolist() == [1.5, 2.0]
     assert later[-1][4]['stale'] == ['joints'] and later[-1][4]['obs_ages']['joints'] > 0.1
+
+
+def test_the_merged_joint_state_carries_the_header_of_its_oldest_part(streams, make_env):
+    # joint_state_broadcaster and a gripper driver on /joint_states: the value the slot keeps
+    # (and a reader of its header fields sees) is stamped as the slot is, by its oldest part.
+    streams.joint_states(['j0'], [1.0], rate=100.0, frame_id='base_link')
+    gripper = streams.joint_states(['g'], [2.0], rate=30.0, frame_id='base_link')
+    env = make_env(streams.ns, params(['j0', 'g'], joints={
+        'fields': ['position', 'header.stamp.sec'], 'low': [-3.0, -3.0, 0.0],
+        'high': [3.0, 3.0, 4e9]}))
+    [slot] = env.unwrapped.interface.slots
+
+    def check() -> JointState:
+        message, stamp = slot.snapshot()
+        assert message.header.frame_id == 'base_link', message
+        assert message_stamp(message) == stamp, (message.header, stamp)
+        return message
+    env.reset()
+    for obs, *_ in steps(env, 5):
+        assert obs['joints'][2] == pytest.approx(int(check().header.stamp.sec), abs=256.0), obs
+    gripper['on'] = False  # the slot goes stale with its gripper: so does the header
+    steps(env, 10)
+    gripper_stamp = message_stamp(check())
+    time.sleep(0.1)
+    assert message_stamp(check()) == gripper_stamp and slot.stamp == gripper_stamp
 
 
 @pytest.mark.parametrize('drivers', ['one', 'two'])
