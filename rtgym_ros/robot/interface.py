@@ -675,9 +675,10 @@ class RosInterface(RealTimeGymInterface):
         """
         if self._step_target is not None:
             # Half the slack short of it: a target held in float seconds near the epoch may lie
-            # a few hundred ns past the simulator's step, which would then step once more.
+            # a few hundred ns past the simulator's step, which would then step once more. Not
+            # before 0: a capture at the start of a step at time 0 asks for 0.
             self._step_publisher.publish(Clock(clock=Time(
-                nanoseconds=round(self._step_target * 1e9) - _REQUEST_SHORT_NS,
+                nanoseconds=max(0, round(self._step_target * 1e9) - _REQUEST_SHORT_NS),
                 clock_type=ClockType.ROS_TIME).to_msg()))
 
     def _check_step_answer(self, future: Any) -> None:

@@ -142,6 +142,14 @@ def test_lockstep_capture_within_the_step(lockstep_sim):
     assert result['elapsed'] == pytest.approx(20 * T, abs=1e-6)
 
 
+def test_lockstep_capture_at_the_start_of_the_step(lockstep_sim):
+    # c = 0: the first capture asks the simulator for time 0, where the reset left it.
+    result = run_episode(lockstep_sim(), steps=10, start_obs_capture=0.0)
+    assert result['timeouts'] == 0
+    assert np.array_equal(result['obs'][1], result['obs'][0])  # the state the reset gave
+    assert not np.array_equal(result['obs'][2], result['obs'][1])
+
+
 def test_every_reset_that_rewinds_the_clock_observes_the_new_state(lockstep_sim):
     # reset_time: each reset sets the clock back to 0; the state must survive the clock jump.
     sim = lockstep_sim()
