@@ -29,7 +29,7 @@ from rtgym_ros.core.validate import short_repr
 from rtgym_ros.core.watchdog import Watchdog
 from rtgym_ros.ros.deadline import ClockDeadline, DeadlineTimer
 from rtgym_ros.ros.deferred_log import DeferredLog
-from rtgym_ros.ros.runtime import RosRuntime, RuntimeClosedError
+from rtgym_ros.ros.runtime import NodeNameClaim, RosRuntime, RuntimeClosedError
 from rtgym_ros.ros.stall_monitor import StallMonitor
 from rtgym_ros.safe_stop import SafeStop
 
@@ -47,6 +47,7 @@ class RealTimeEnv(gymnasium.Env):
     """A real-time env whose elastic time-step runs on ROS timers (``use_sim_time`` aware)."""
 
     _prepro_at_capture = True  # rtgym: obs_prepro_func gets the interface's obs at capture
+    _name_claim: NodeNameClaim | None = None  # a subclass's claim of the node's name
     metadata = {'render_modes': ['human']}
     """``render_mode='human'``: ``render()`` calls the interface's ``render`` (it draws) and
     returns None; ``None`` (the default): ``render()`` returns what the interface returns, as
@@ -96,7 +97,8 @@ class RealTimeEnv(gymnasium.Env):
         """How many time-steps timed out (each also a warning, as in rtgym)."""
 
         self._runtime = RosRuntime(node_name=cfg.node_name, namespace=cfg.namespace,
-                                   use_sim_time=cfg.use_sim_time, domain_id=cfg.domain_id)
+                                   use_sim_time=cfg.use_sim_time, domain_id=cfg.domain_id,
+                                   name_claim=self._name_claim)
         self._stall_monitor = StallMonitor(
             self._runtime, use_sim_time=cfg.use_sim_time, stall_timeout=cfg.clock_stall_timeout,
             on_stall=cfg.on_clock_stall)

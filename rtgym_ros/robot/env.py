@@ -28,9 +28,10 @@ from rtgym_ros.core.config import EnvConfig, resolve_config
 from rtgym_ros.env import RealTimeEnv
 from rtgym_ros.robot.interface import RosInterface
 from rtgym_ros.robot.layout import ObservationLayout, space_of_output
-from rtgym_ros.robot.loader import load_robot_config
+from rtgym_ros.robot.loader import env_node_name, load_robot_config
 from rtgym_ros.robot.spec import RobotSpec
 from rtgym_ros.ros.diagnostics import DiagnosticsPublisher, OK, WARN
+from rtgym_ros.ros.runtime import NodeNameClaim
 
 
 def robot_spaces(config: EnvConfig,
@@ -64,9 +65,17 @@ class RosEnv(RealTimeEnv):
     def __init__(self, robot_config: str | Path | None = None, *,
                  node_name: str | None = None, render_mode: str | None = None,
                  **overrides: Any) -> None:
-        env_config, spec = load_robot_config(robot_config, node_name=node_name, **overrides)
-        if node_name is not None:
-            env_config['node_name'] = node_name
+        # The name first: the file is read for the node rcl will give it to, rtgym_env_2 when
+        # another env of this process has rtgym_env.
+        name, namespace = env_node_name(node_name, overrides)
+        self._name_claim = NodeNameClaim(namespace, name)
+        try:
+            env_config, spec = load_robot_config(robot_config, node_name=self._name_claim.name,
+                                                 **overrides)
+        except BaseException:
+            self._name_claim.release()
+            raise
+        env_config['node_name'] = self._name_claim.requested
         self.robot = spec
         self.rejected_actions = 0
         self.replaced_actions = 0
@@ -97,6 +106,7 @@ class RosEnv(RealTimeEnv):
             _, self.layout, observation_space = robot_spaces(config, spec)
             super().__init__(config, render_mode=render_mode)
         except BaseException:
+            self._name_claim.release()  # the runtime's, if it started (and released it)
             if self.recorder is not None:  # no env, no episode: the path stays free for a rerun
                 self.recorder.discard()
             raise

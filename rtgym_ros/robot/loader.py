@@ -56,13 +56,7 @@ def load_robot_config(path: str | Path | None = None, *, node_name: str | None =
     """
     params = {}
     if path is not None:
-        # As the env names its node: None is the default, anything else is taken as given.
-        name = node_name if node_name is not None else \
-            overrides.get('node_name', ROS_DEFAULTS['node_name'])
-        namespace = overrides.get('namespace', ROS_DEFAULTS['namespace'])
-        for key, value in (('node_name', name), ('namespace', namespace)):
-            if not isinstance(value, str):
-                raise ValueError(f'{key} must be a string, got {short_repr(value)}')
+        name, namespace = env_node_name(node_name, overrides)
         domain_id = overrides.get('domain_id')  # checked by the env; here only if usable
         if isinstance(domain_id, bool) or not isinstance(domain_id, int) \
                 or not 0 <= domain_id <= 232:
@@ -72,6 +66,22 @@ def load_robot_config(path: str | Path | None = None, *, node_name: str | None =
         refuse_name_parameters(params, source=f'robot_config {path}')
     params.update(overrides)
     return split_and_check(params)
+
+
+def env_node_name(node_name: str | None, overrides: dict[str, Any]) -> tuple[str, str]:
+    """
+    Return the name and namespace the env asks for its node, as ``load_robot_config`` takes them.
+
+    :raises ValueError: either is not a string.
+    """
+    # As the env names its node: None is the default, anything else is taken as given.
+    name = node_name if node_name is not None else \
+        overrides.get('node_name', ROS_DEFAULTS['node_name'])
+    namespace = overrides.get('namespace', ROS_DEFAULTS['namespace'])
+    for key, value in (('node_name', name), ('namespace', namespace)):
+        if not isinstance(value, str):
+            raise ValueError(f'{key} must be a string, got {short_repr(value)}')
+    return name, namespace
 
 
 def refuse_name_parameters(params: dict[str, Any], *, source: str) -> None:

@@ -112,22 +112,59 @@ def _release_name(namespace: str, name: str) -> None:
         _live_names.difference_update(_full_name(namespace, n) for n in (name, f'{name}_io'))
 
 
+class NodeNameClaim:
+    """
+    A node name of this process, held (with its io node's) until released.
+
+    Claimed before the node exists where the name must be known first: the env reads its
+    params file for the node it will make, ``rtgym_env_2`` when ``rtgym_env`` is taken.
+    """
+
+    def __init__(self, namespace: str, name: str) -> None:
+        self.namespace = namespace
+        self.requested = name
+        self.name = _claim_name(namespace, name)
+        """``name``, or ``name_<k>`` if that one is taken."""
+        self._held = True
+
+    def release(self) -> None:
+        """Free the name; once only, as a name claimed again since is another claim's."""
+        with _names_lock:
+            held, self._held = self._held, False
+        if held:
+            _release_name(self.namespace, self.name)
+
+
 class RosRuntime:
     """A node, its private context and the thread that spins it."""
 
     def __init__(self, *, node_name: str, namespace: str = '', use_sim_time: bool = False,
                  domain_id: int | None = None, args: list[str] | None = None,
-                 parameter_overrides: list[Parameter] | None = None) -> None:
+                 parameter_overrides: list[Parameter] | None = None,
+                 name_claim: NodeNameClaim | None = None) -> None:
+        """
+        Start the node ``namespace/node_name``, or the next free name (see ``NodeNameClaim``).
+
+        :param name_claim: the claim of ``node_name`` in ``namespace``, taken by the caller;
+            the runtime releases it when it closes or fails to start.
+        """
+        if name_claim is None:
+            name_claim = NodeNameClaim(namespace, node_name)
+        elif (name_claim.requested, name_claim.namespace) != (node_name, namespace):
+            name_claim.release()
+            raise ValueError(f'name_claim is for {name_claim.requested!r} in namespace '
+                             f'{name_claim.namespace!r}, expected {node_name!r} in '
+                             f'{namespace!r}')
+        self._name_claim = name_claim
         self.requested_name = node_name
-        self.node_name = _claim_name(namespace, node_name)
+        self.node_name = name_claim.name
         """The name of the node: ``node_name``, or ``node_name_<k>`` if that one is taken."""
-        self._namespace = namespace
         try:
             self._start(node_name=self.node_name, namespace=namespace,
                         use_sim_time=use_sim_time, domain_id=domain_id, args=args,
                         parameter_overrides=parameter_overrides)
         except BaseException:
-            _release_name(namespace, self.node_name)
+            name_claim.release()
             raise
         if self.node_name != node_name:
             self.logger.info(f'node name {_full_name(namespace, node_name)} is taken by another '
@@ -390,8 +427,7 @@ class RosRuntime:
                   for _, spinner in spun]
         steps.append(self._clock.destroy)
         steps += [node.destroy_node for node, _ in spun]
-        steps += [self.context.try_shutdown,
-                  lambda: _release_name(self._namespace, self.node_name)]
+        steps += [self.context.try_shutdown, self._name_claim.release]
         interrupted: BaseException | None = None
         for step in steps:
             try:

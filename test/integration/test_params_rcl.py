@@ -394,6 +394,32 @@ def test_the_file_is_read_for_the_node_the_scripts_remaps_make(
     assert made == node  # rcl moved the node as the case says: the case tests what it names
 
 
+def test_a_second_env_reads_the_file_for_the_name_its_node_gets(tmp_path):
+    """``rtgym_env`` is taken: the second env's node is ``rtgym_env_2``, its sections apply."""
+    path = tmp_path / 'robot.yaml'
+    path.write_text(ROBOT.format(T='0.1', watchdog='1.0', act_in_obs='true')
+                    + section('time_step_duration: 0.05', '/rtgym_env_2'))
+    with pytest.raises(ValueError, match='ep_max_length'):  # a failed make frees its name
+        gymnasium.make('rtgym_ros/ros-v1', robot_config=path, ep_max_length='x')
+    first = gymnasium.make('rtgym_ros/ros-v1', robot_config=path)
+    try:
+        second = gymnasium.make('rtgym_ros/ros-v1', robot_config=path)
+        try:
+            assert second.unwrapped._runtime.node.get_name() == 'rtgym_env_2'
+            assert second.unwrapped.time_step_duration == 0.05
+            assert first.unwrapped.time_step_duration == 0.1
+        finally:
+            second.close()
+    finally:
+        first.close()
+    third = gymnasium.make('rtgym_ros/ros-v1', robot_config=path)
+    try:
+        assert third.unwrapped._runtime.node.get_name() == 'rtgym_env'
+        assert third.unwrapped.time_step_duration == 0.1
+    finally:
+        third.close()
+
+
 @pytest.mark.parametrize('overrides, refused', [
     ({'namespace': None}, 'namespace must be a string, got None'),
     ({'namespace': 0}, 'namespace must be a string, got 0'),
