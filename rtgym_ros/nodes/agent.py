@@ -176,7 +176,8 @@ def main(args: list[str] | None = None) -> int:
               '(see agent --help)', file=sys.stderr)
         return 2
     try:
-        env = RosEnv(node_name=given.node_name, namespace=given.namespace, **parameters)
+        env = RosEnv(node_name=given.node_name, namespace=given.namespace, command_line=False,
+                     **parameters)
     except KeyboardInterrupt:  # the env closed itself: nothing was sent to the robot
         return _interrupted_before_the_robot_moved()
     except (ValueError, TypeError, FileNotFoundError) as error:

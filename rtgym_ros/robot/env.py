@@ -64,14 +64,21 @@ class RosEnv(RealTimeEnv):
 
     def __init__(self, robot_config: str | Path | None = None, *,
                  node_name: str | None = None, render_mode: str | None = None,
-                 **overrides: Any) -> None:
+                 command_line: bool = True, **overrides: Any) -> None:
+        """
+        Read ``robot_config`` for the env's node, then the command line, then ``overrides``.
+
+        :param command_line: take the parameters that the ROS arguments of ``sys.argv``
+            (``python train.py --ros-args -p k:=v``) give the env's node, as rcl gives them;
+            ``False`` where the caller has read them already (the agent).
+        """
         # The name first: the file is read for the node rcl will give it to, rtgym_env_2 when
         # another env of this process has rtgym_env.
         name, namespace = env_node_name(node_name, overrides)
         self._name_claim = NodeNameClaim(namespace, name)
         try:
             env_config, spec = load_robot_config(robot_config, node_name=self._name_claim.name,
-                                                 **overrides)
+                                                 command_line=command_line, **overrides)
         except BaseException:
             self._name_claim.release()
             raise

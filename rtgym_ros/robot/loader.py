@@ -9,6 +9,7 @@ nothing is eval'd.
 
 import dataclasses
 from pathlib import Path
+import sys
 from typing import Any, Callable
 
 import gymnasium.spaces as spaces
@@ -25,7 +26,8 @@ from rtgym_ros.msgconv.type_names import (interface_name, load_message_type,
 from rtgym_ros.msgconv.writers import compile_writer
 from rtgym_ros.record.config import record_spec
 from rtgym_ros.robot.callables import load_callable
-from rtgym_ros.robot.params_file import load_params_file
+from rtgym_ros.robot.params_file import (COMMAND_LINE, command_line_parameters, has_ros_args,
+                                         load_params_file)
 from rtgym_ros.robot.qos import qos_from_config
 from rtgym_ros.robot.services import compile_service, ServiceSpec, set_field
 from rtgym_ros.robot.spec import (ACTION_POLICIES, ActionGroup, AGENT_DEFAULTS,
@@ -46,24 +48,33 @@ _ROBOT_KEYS = ('actions', 'observations', 'reward', 'termination', 'reset', 'pau
 
 
 def load_robot_config(path: str | Path | None = None, *, node_name: str | None = None,
+                      command_line: bool = False,
                       **overrides: Any) -> tuple[dict[str, Any], RobotSpec]:
     """
     Read a params file as rcl reads it for the env's node, apply ``overrides``, check all.
 
     The sections that apply are those rcl gives the node the env will create: ``node_name``
     (else ``overrides['node_name']``, else ``rtgym_env``) in ``overrides['namespace']``; rcl
-    reads the file in the env's ``domain_id``.
+    reads the file in the env's ``domain_id``. With ``command_line`` (as the env reads it), the
+    parameters the ROS arguments of ``sys.argv`` give that node come after the file's, with or
+    without a file. ``overrides`` come last, as ``Node(parameter_overrides=...)`` wins over
+    the command line.
     """
     params = {}
-    if path is not None:
+    if path is not None or (command_line and has_ros_args(getattr(sys, 'argv', []))):
         name, namespace = env_node_name(node_name, overrides)
         domain_id = overrides.get('domain_id')  # checked by the env; here only if usable
         if isinstance(domain_id, bool) or not isinstance(domain_id, int) \
                 or not 0 <= domain_id <= 232:
             domain_id = None
-        params = load_params_file(path, node_name=name, namespace=namespace,
-                                  domain_id=domain_id)
-        refuse_name_parameters(params, source=f'robot_config {path}')
+        if path is None:
+            params = command_line_parameters(node_name=name, namespace=namespace,
+                                             domain_id=domain_id)
+        else:
+            params = load_params_file(path, node_name=name, namespace=namespace,
+                                      domain_id=domain_id, command_line=command_line)
+        refuse_name_parameters(params, source=COMMAND_LINE if path is None
+                               else f'robot_config {path}')
     params.update(overrides)
     return split_and_check(params)
 

@@ -11,16 +11,20 @@ refused. Dotted names (``actions.torque.topic``) and nested mappings become one 
 A config names data, never code to run: rcl has no YAML tags that construct objects.
 """
 
+import os
 from pathlib import Path
 import re
 import sys
 import tempfile
 from typing import Any
 
-from rtgym_ros.ros.parameters import named, rcl_readable, read_node_parameters, remap_args
+from rtgym_ros.ros.parameters import (named, params_files, rcl_readable, read_node_parameters,
+                                      remap_args)
 from rtgym_ros.ros.rcl_parameters import bounded
 import yaml
 
+# What errors call the ROS arguments of the process's own command line.
+COMMAND_LINE = 'the --ros-args of the command line (sys.argv)'
 # Section names listed in an error message, at most.
 _MAX_SECTIONS = 10
 # rcl's reasons end with the line (from 1) of the YAML event it refused.
@@ -34,13 +38,15 @@ _LOADER = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
 
 
 def load_params_file(path: str | Path, *, node_name: str, namespace: str = '',
-                     source: str = 'robot_config',
-                     domain_id: int | None = None) -> dict[str, Any]:
+                     source: str = 'robot_config', domain_id: int | None = None,
+                     command_line: bool = False) -> dict[str, Any]:
     """
     Return the parameters rcl gives the env's node ``namespace/node_name`` from ``path``, nested.
 
     The node is the one the env's runtime creates: the remap rules of ``sys.argv`` apply to
     it (``-r __ns:=/r5`` moves it), so the file is read for the node's full name after them.
+    With ``command_line``, so do the parameters of ``sys.argv``, after the file's
+    (:func:`command_line_parameters`).
 
     rcl reads the file for a bare node in a child process, in ``domain_id`` (None:
     ``ROS_DOMAIN_ID``), with discovery off; the child is gone when this returns.
@@ -62,11 +68,51 @@ def load_params_file(path: str | Path, *, node_name: str, namespace: str = '',
                                          source=f'{source} {path}', domain_id=domain_id)
         except ValueError as error:
             raise ValueError(f'{error}{_where_refused(str(error), text)}') from None
-    if not given.parameters:
-        raise ValueError(f'{source} {path}: no parameters for node {given.full_name!r}; the '
-                         f'file has sections {section_names(text)} (a section applies to the '
-                         "node's full name, /* stands for one namespace level, /** for any; "
-                         "rclpy's own start_type_description_service is not counted)")
+        if not given.parameters:
+            raise ValueError(f'{source} {path}: no parameters for node {given.full_name!r}; '
+                             f'the file has sections {section_names(text)} (a section applies '
+                             "to the node's full name, /* stands for one namespace level, /** "
+                             "for any; rclpy's own start_type_description_service is not "
+                             'counted)')
+        if not command_line or not has_ros_args(getattr(sys, 'argv', [])):
+            return given.parameters
+        return command_line_parameters(node_name=node_name, namespace=namespace,
+                                       domain_id=domain_id, params_file=readable)
+
+
+def has_ros_args(args: list[str]) -> bool:
+    """Return whether a command line (``sys.argv``) has ROS arguments rcl gives a node."""
+    return '--ros-args' in args[1:]
+
+
+def command_line_parameters(*, node_name: str, namespace: str = '',
+                            domain_id: int | None = None,
+                            params_file: str | None = None) -> dict[str, Any]:
+    """
+    Return the parameters rcl gives the env's node from ``params_file`` and ``sys.argv``, nested.
+
+    The env's node gets the ROS arguments of the process's command line (``python train.py
+    --ros-args -p time_step_duration:=0.05 --params-file F``: rclpy.init(args=None) reads
+    them); its config gets them too, after ``params_file``, in rcl's order: a later
+    ``--params-file`` or ``-p`` wins, and ``-p NODE:name:=value`` applies to NODE only.
+
+    :raises ValueError: rcl refuses an argument (``-p novalue``, ``--log-level nonsense``, a
+        params file), or a params file of the command line is not a regular file (a pipe is
+        read once, and every env of the process reads it).
+    """
+    argv = [str(arg) for arg in getattr(sys, 'argv', [])]
+    for named_file in params_files(argv):
+        if os.path.exists(named_file) and (not os.path.isfile(named_file) or os.path.abspath(
+                named_file).startswith(('/dev/', '/proc/'))):  # missing: as rcl says it
+            raise ValueError(f'{COMMAND_LINE}: --params-file {bounded(repr(named_file))} is '
+                             'not a regular file: the env reads it, and so does every other '
+                             'env of the process (a pipe gives its bytes once): give a file, '
+                             'or robot_config=')
+    first = [] if params_file is None else ['--ros-args', '--params-file', params_file, '--']
+    given = read_node_parameters(['rtgym_ros', *first, *argv[1:]],
+                                 default_node_name=node_name, namespace=namespace,
+                                 node_args=named(node_name), source=COMMAND_LINE,
+                                 domain_id=domain_id, name_files=True)
     return given.parameters
 
 

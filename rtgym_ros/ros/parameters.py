@@ -17,7 +17,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from typing import Any
+from typing import Any, Iterator
 
 from rtgym_ros.ros.rcl_parameters import bounded
 
@@ -72,6 +72,21 @@ def remap_args(args: list[str]) -> list[str]:
     Outside ``--ros-args``, rcl still takes ``NAME:=VALUE`` as a remap rule (deprecated form).
     """
     kept: list[str] = []
+    for flag, value in _valued_args(args):
+        if flag == ':=':
+            kept.append(value)
+        elif flag in ('-r', '--remap'):
+            kept += ['--ros-args', '-r', value, '--']
+    return kept
+
+
+def params_files(args: list[str]) -> list[str]:
+    """Return the ``--params-file`` arguments of a command line, in their order."""
+    return [value for flag, value in _valued_args(args) if flag == '--params-file']
+
+
+def _valued_args(args: list[str]) -> Iterator[tuple[str, str]]:
+    """Yield rcl's valued arguments of a command line, and ``(':=', rule)`` outside them."""
     in_ros_args = False
     rest = iter(args[1:])
     for arg in rest:
@@ -79,19 +94,16 @@ def remap_args(args: list[str]) -> list[str]:
             if arg == '--ros-args':
                 in_ros_args = True
             elif ':=' in str(arg):
-                kept.append(str(arg))
+                yield ':=', str(arg)
         elif arg == '--':
             in_ros_args = False
-        elif arg in ('-r', '--remap'):
-            kept += ['--ros-args', '-r', str(next(rest, '')), '--']
-        elif arg in _VALUED_ARGS:
-            next(rest, None)
-    return kept
+        elif arg in ('-r', '--remap', *_VALUED_ARGS):
+            yield arg, str(next(rest, ''))
 
 
 def read_node_parameters(args: list[str], *, default_node_name: str, namespace: str = '',
                          source: str = 'parameters', domain_id: int | None = None,
-                         node_args: list[str] | None = None,
+                         node_args: list[str] | None = None, name_files: bool = False,
                          timeout: float = READ_TIMEOUT) -> NodeParameters:
     """
     Return the parameters that rcl gives a node called ``default_node_name`` (or its remap).
@@ -101,6 +113,8 @@ def read_node_parameters(args: list[str], *, default_node_name: str, namespace: 
     :param source: what errors name (a file, the command line).
     :param domain_id: the domain of the throw-away node (None: ``ROS_DOMAIN_ID``).
     :param node_args: the node's own (local) arguments, as ``Node(cli_args=...)`` takes them.
+    :param name_files: errors name the params file rcl refused even if ``args`` has only one
+        (``source`` does not name it).
     :param timeout: seconds to wait for rcl's answer.
     :raises ValueError: rcl refuses the arguments (the file's YAML, a mixed list, an alias),
         the name or namespace is invalid, or a parameter has no type (``[]``, ``{}``).
@@ -118,7 +132,7 @@ def read_node_parameters(args: list[str], *, default_node_name: str, namespace: 
                     copies[readable], args[index] = args[index], readable
         request = {'args': args, 'default_node_name': default_node_name,
                    'namespace': namespace, 'source': source, 'domain_id': domain_id,
-                   'node_args': node_args}
+                   'node_args': node_args, 'name_files': name_files}
         answer = _ask_rcl(request, timeout=timeout)
     if answer[0] == 'error':
         message = answer[1]

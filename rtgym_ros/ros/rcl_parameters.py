@@ -51,7 +51,10 @@ def read(request: dict[str, Any]) -> None:
                    signal_handler_options=SignalHandlerOptions.NO)
     except (_rclpy.RCLError, _rclpy.UnknownROSArgsError) as error:
         files = request['args'].count('--params-file')
-        _answer(('error', f'{source}: rcl refuses it: {rcl_reason(error, name_file=files > 1)}'))
+        reason = rcl_reason(error, name_file=files > 1 or request['name_files'])
+        if isinstance(error, _rclpy.UnknownROSArgsError):  # its text is the list, no more
+            reason = f'unknown ROS arguments {reason}'
+        _answer(('error', f'{source}: rcl refuses it: {reason}'))
         return
     node = None
     try:

@@ -21,11 +21,15 @@ from typing import Any
 import gymnasium
 import numpy as np
 import pytest
+import rclpy
+from rclpy.context import Context
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.signals import SignalHandlerOptions
 from ros_probe import CHILD_ENV, REPO, wait_until
 from rtgym_ros.core.config import resolve_config
 from rtgym_ros.robot.interface import RosInterface
 from rtgym_ros.robot.loader import load_robot_config
-from rtgym_ros.robot.params_file import load_params_file
+from rtgym_ros.robot.params_file import COMMAND_LINE, command_line_parameters, load_params_file
 
 ORACLE = REPO / 'test' / 'support' / 'rcl_params_oracle.py'
 
@@ -372,7 +376,8 @@ def test_gym_make_drives_the_robot_of_its_namespace(tmp_path):
 @pytest.mark.parametrize('ros_args, node', [
     (['-r', '__ns:=/r5'], '/r5/rtgym_env'),
     (['-r', 'rtgym_env:__ns:=/r5'], '/r5/rtgym_env'),
-    (['-p', 'a:=1', '--params-file', '/dev/null', '--remap', '__ns:=/r5'], '/r5/rtgym_env'),
+    (['-p', 'act_buf_len:=2', '--param', 'ep_max_length:=5', '--remap', '__ns:=/r5'],
+     '/r5/rtgym_env'),
     (['-r', '__node:=other'], '/r2/rtgym_env'),  # the env names its node by a local rule
     (['--', '__ns:=/r5'], '/r5/rtgym_env'),  # rcl's deprecated form, outside --ros-args
     (['--', '__ns:=/r6', '--ros-args', '-r', '__ns:=/r5'], '/r6/rtgym_env'),  # the first wins
@@ -418,6 +423,141 @@ def test_a_second_env_reads_the_file_for_the_name_its_node_gets(tmp_path):
         assert third.unwrapped.time_step_duration == 0.1
     finally:
         third.close()
+
+
+# The ROS arguments of a training script's own command line, which rclpy.init(args=None) gives
+# the env's node: {id: (arguments after --ros-args, node name, namespace)}. EXTRA, EXTRA2 and
+# OTHER stand for params files written by the test.
+COMMAND_LINES = {
+    '-p': (['-p', 'time_step_duration:=0.05'], 'rtgym_env', ''),
+    'a later -p wins': (['-p', 'time_step_duration:=0.05', '-p', 'time_step_duration:=0.06'],
+                        'rtgym_env', ''),
+    'a file after -p wins': (['-p', 'time_step_duration:=0.05', '--params-file', 'EXTRA'],
+                             'rtgym_env', ''),
+    '-p after a file wins': (['--params-file', 'EXTRA', '-p', 'time_step_duration:=0.05'],
+                             'rtgym_env', ''),
+    'the later file wins': (['--params-file', 'EXTRA2', '--params-file', 'EXTRA'],
+                            'rtgym_env', ''),
+    'a file for another node': (['--params-file', 'OTHER'], 'rtgym_env', ''),
+    'a file for rtgym_env_2': (['--params-file', 'OTHER'], 'rtgym_env_2', ''),
+    '-p for this node': (['-p', 'rtgym_env:ep_max_length:=7', '-p', 'other:act_buf_len:=3'],
+                         'rtgym_env', ''),
+    '-p for a node in r2': (['-p', 'rtgym_env:ep_max_length:=7'], 'rtgym_env', 'r2'),
+    'two --ros-args, a remap': (['-p', 'ep_max_length:=7', '--', '--ros-args', '-r',
+                                 '__ns:=/r5', '--params-file', 'OTHER'], 'rtgym_env', ''),
+    'values of two types': (['-p', 'ep_max_length:=7', '-p', 'ep_max_length:=x', '-p',
+                             'act_buf_len:=x', '-p', 'act_buf_len:=3'], 'rtgym_env', ''),
+    'nested and list values': (['-p', 'actions.effort.high:=[1.0, 8.0]', '-p',
+                                'use_sim_time:=true'], 'rtgym_env', ''),
+}
+
+
+@pytest.fixture(scope='module')
+def command_line_files(tmp_path_factory) -> dict[str, str]:
+    directory = tmp_path_factory.mktemp('command_line')
+    texts = {'EXTRA': section('time_step_duration: 0.07\nact_buf_len: 2'),
+             'EXTRA2': section('time_step_duration: 0.08\nep_max_length: 9'),
+             'OTHER': section('ep_max_length: 5', '/other')
+             + section('ep_max_length: 6', '/rtgym_env_2')
+             + section('act_buf_len: 4', '/r5/rtgym_env')}
+    for name, text in texts.items():
+        (directory / f'{name}.yaml').write_text(text)
+    return {name: str(directory / f'{name}.yaml') for name in texts}
+
+
+def _command_line(ros_args: list[str], files: dict[str, str]) -> list[str]:
+    return ['train.py', '--lr', '0.1', '--ros-args', *[files.get(a, a) for a in ros_args]]
+
+
+@pytest.fixture(scope='module')
+def rcl_command_lines(command_line_files) -> dict[str, dict]:
+    """Return, per command line, what a real rclpy node started with it got (one process)."""
+    request = [{'args': _command_line(args, command_line_files), 'node': node,
+                'namespace': namespace} for args, node, namespace in COMMAND_LINES.values()]
+    result = subprocess.run([sys.executable, str(ORACLE)], input=json.dumps(request),
+                            capture_output=True, text=True, env=CHILD_ENV, timeout=300)
+    answers = [json.loads(line) for line in result.stdout.splitlines()]
+    assert result.returncode == 0 and len(answers) == len(request), result.stderr[-3000:]
+    return dict(zip(COMMAND_LINES, answers))
+
+
+@pytest.mark.parametrize('case_id', list(COMMAND_LINES))
+def test_the_scripts_ros_args_give_the_config_what_rcl_gives_the_node(
+        rcl_command_lines, command_line_files, monkeypatch, case_id):
+    """``python train.py --ros-args -p k:=v --params-file F``: what the env's node gets."""
+    args, node, namespace = COMMAND_LINES[case_id]
+    monkeypatch.setattr(sys, 'argv', _command_line(args, command_line_files))
+    ours = command_line_parameters(node_name=node, namespace=namespace)
+    expected = rcl_command_lines[case_id]['params']
+    assert _without_default_sim_time(typed(ours)) == _without_default_sim_time(expected)
+
+
+def test_the_scripts_ros_args_configure_the_env_after_its_file(tmp_path, monkeypatch):
+    """The file, then the command line in rcl's order, then gym.make's keywords."""
+    path = tmp_path / 'robot.yaml'
+    path.write_text(ROBOT.format(T='0.1', watchdog='1.0', act_in_obs='true'))
+    extra = tmp_path / 'extra.yaml'
+    extra.write_text(section('time_step_duration: 0.07\nep_max_length: 9'))
+    monkeypatch.setattr(sys, 'argv', ['train.py', '--ros-args', '--params-file', str(extra),
+                                      '-p', 'time_step_duration:=0.05'])
+    env_config, _ = load_robot_config(path, command_line=True)
+    assert env_config['time_step_duration'] == 0.05 and env_config['ep_max_length'] == 9
+    assert load_robot_config(path)[0]['time_step_duration'] == 0.1  # as check FILE reads it
+    env = gymnasium.make('rtgym_ros/ros-v1', robot_config=path, ep_max_length=3)
+    try:
+        assert env.unwrapped.time_step_duration == 0.05
+        assert env.unwrapped.ep_max_length == 3  # a keyword of gym.make wins, as
+        # Node(parameter_overrides=...) wins over the command line
+    finally:
+        env.close()
+    # No robot_config: the command line's files and -p are the config.
+    monkeypatch.setattr(sys, 'argv', ['train.py', '--ros-args', '--params-file', str(path),
+                                      '-p', 'time_step_duration:=0.05'])
+    env = gymnasium.make('rtgym_ros/ros-v1')
+    try:
+        assert env.unwrapped.time_step_duration == 0.05
+        assert env.unwrapped.robot.actions[0].topic == 'effort'
+    finally:
+        env.close()
+
+
+# ROS arguments rcl refuses: {id: (arguments after --ros-args, what the error quotes)}.
+BAD_ROS_ARGS = {
+    '-p without :=': (['-p', 'novalue'], "'-p novalue'"),
+    'a log level rcl does not know': (['--log-level', 'nonsense'], "'--log-level nonsense'"),
+    'a trailing -p': (['-p'], 'trailing -p flag'),
+    'an unknown argument': (['--bogus'], "unknown ROS arguments ['--bogus']"),
+    'a missing params file': (['--params-file', '/nonexistent/x.yaml'],
+                              '/nonexistent/x.yaml: Error opening YAML file'),
+    'a relative enclave': (['-e', 'relative'], 'context name must be absolute'),
+}
+
+
+@pytest.mark.parametrize('case_id', list(BAD_ROS_ARGS))
+def test_ros_args_rcl_refuses_are_refused_at_load(tmp_path, monkeypatch, case_id):
+    """Not later, in the env's rclpy.init: a ValueError before any node, naming the argument."""
+    args, quoted = BAD_ROS_ARGS[case_id]
+    argv = ['train.py', '--ros-args', *args]
+    context = Context()
+    with pytest.raises((_rclpy.RCLError, _rclpy.UnknownROSArgsError)):  # rcl refuses them
+        rclpy.init(args=argv, context=context, signal_handler_options=SignalHandlerOptions.NO)
+    path = tmp_path / 'robot.yaml'
+    path.write_text(ROBOT.format(T='0.1', watchdog='1.0', act_in_obs='true'))
+    monkeypatch.setattr(sys, 'argv', argv)
+    for robot_config in (path, None):
+        with pytest.raises(ValueError) as error:
+            gymnasium.make('rtgym_ros/ros-v1', robot_config=robot_config).close()
+        assert str(error.value).startswith(f'{COMMAND_LINE}: rcl refuses it: ')
+        assert quoted in str(error.value)
+
+
+def test_a_params_file_of_the_scripts_command_line_must_be_a_file(tmp_path, monkeypatch):
+    """Each env reads it, and the node reads it again: a pipe would give its bytes once."""
+    path = tmp_path / 'robot.yaml'
+    path.write_text(ROBOT.format(T='0.1', watchdog='1.0', act_in_obs='true'))
+    monkeypatch.setattr(sys, 'argv', ['train.py', '--ros-args', '--params-file', '/dev/null'])
+    with pytest.raises(ValueError, match="--params-file '/dev/null' is not a regular file"):
+        gymnasium.make('rtgym_ros/ros-v1', robot_config=path).close()
 
 
 @pytest.mark.parametrize('overrides, refused', [

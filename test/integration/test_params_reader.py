@@ -125,7 +125,7 @@ def test_the_request_reaches_the_reader_whole(tmp_path, monkeypatch):
                                  source='s', domain_id=7)
     assert given.parameters['echo'] == {'args': ['/a', 'b'], 'default_node_name': 'n',
                                         'namespace': '/ns', 'source': 's', 'domain_id': 7,
-                                        'node_args': None}
+                                        'node_args': None, 'name_files': False}
 
 
 @pytest.mark.parametrize('node, args', [

@@ -1,7 +1,8 @@
 """
 What a real rclpy node gets from a params file: the reference the params reader is tested on.
 
-Run as a process of its own: reads a JSON list of ``{"file", "node", "namespace"}`` on stdin,
+Run as a process of its own: reads a JSON list of ``{"file", "node", "namespace"}`` (or
+``{"args", ...}``, a whole command line, instead of ``"file"``) on stdin,
 and for each starts a node the way ``ros2 run`` would (``--ros-args --params-file FILE``,
 ``rclpy.node.Node`` with ``automatically_declare_parameters_from_overrides``) in a fresh
 context, then prints one JSON line per case: ``{"params": {name: [type, value]}}`` or
@@ -33,8 +34,8 @@ def encode(parameter: Parameter) -> list:
 def read(case: dict) -> dict:
     context = Context()
     try:
-        rclpy.init(args=['oracle', '--ros-args', '--params-file', case['file']],
-                   context=context, signal_handler_options=SignalHandlerOptions.NO)
+        args = case.get('args') or ['oracle', '--ros-args', '--params-file', case['file']]
+        rclpy.init(args=args, context=context, signal_handler_options=SignalHandlerOptions.NO)
     except Exception as error:  # noqa: B902 - whatever rcl raises is the answer
         return {'refused': f'{type(error).__name__}: {error}'}
     try:
