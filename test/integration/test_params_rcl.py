@@ -492,6 +492,22 @@ def test_the_scripts_ros_args_give_the_config_what_rcl_gives_the_node(
     assert _without_default_sim_time(typed(ours)) == _without_default_sim_time(expected)
 
 
+@pytest.mark.parametrize('file_value, given, expected', [
+    ('1', 'x', 1), ('1', '2.5', 1), ('1', 'true', True), ('1', '2', 2), ('x', '2', 2),
+])
+def test_a_value_of_another_type_in_one_section_as_params_files_md_says(
+        tmp_path, monkeypatch, file_value, given, expected):
+    """Of two values of different types, rcl keeps the one of bool, int, double, string first."""
+    path = tmp_path / 'a.yaml'
+    path.write_text(section(f'a: {file_value}'))
+    monkeypatch.setattr(sys, 'argv', ['train.py', '--ros-args', '-p', f'a:={given}'])
+    value = command_line_parameters(node_name='rtgym_env', params_file=str(path))['a']
+    assert type(value) is type(expected) and value == expected
+    path.write_text(section('a: 3') + section('a: 1.5', '/rtgym_env'))  # two sections
+    monkeypatch.setattr(sys, 'argv', ['train.py'])
+    assert command_line_parameters(node_name='rtgym_env', params_file=str(path)) == {'a': 1.5}
+
+
 def test_the_scripts_ros_args_configure_the_env_after_its_file(tmp_path, monkeypatch):
     """The file, then the command line in rcl's order, then gym.make's keywords."""
     path = tmp_path / 'robot.yaml'
