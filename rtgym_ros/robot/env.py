@@ -103,10 +103,10 @@ class RosEnv(RealTimeEnv):
         # The last target the robot got (executor thread, or a safe action from any thread):
         # what a step's action is kept within max_delta of when it is published.
         self.recorder = None
-        if spec.record is not None:  # rosbags is needed only then
-            from rtgym_ros.record.recorder import EpisodeRecorder
-            self.recorder = EpisodeRecorder(spec.record)
         try:
+            if spec.record is not None:  # rosbags is needed only then
+                from rtgym_ros.record.recorder import EpisodeRecorder
+                self.recorder = EpisodeRecorder(spec.record)
             config = resolve_robot_config(dict(env_config, interface_kwargs={
                 'spec': spec, 'recorder': self.recorder}))
             # The spaces first: a failing obs_prepro_func is a config error before any node.

@@ -417,6 +417,9 @@ def test_a_second_env_reads_the_file_for_the_name_its_node_gets(tmp_path):
             second.close()
     finally:
         first.close()
+    (tmp_path / 'file').write_text('')
+    with pytest.raises(ValueError, match='cannot create the bag'):  # nor after reading the file
+        gymnasium.make('rtgym_ros/ros-v1', robot_config=path, record=str(tmp_path / 'file/bag'))
     third = gymnasium.make('rtgym_ros/ros-v1', robot_config=path)
     try:
         assert third.unwrapped._runtime.node.get_name() == 'rtgym_env'
