@@ -57,7 +57,8 @@ def load_robot_config(path: str | Path | None = None, *, node_name: str | None =
     (else ``overrides['node_name']``, else ``rtgym_env``) in ``overrides['namespace']``; rcl
     reads the file in the env's ``domain_id``. With ``command_line`` (as the env reads it), the
     parameters the ROS arguments of ``sys.argv`` give that node come after the file's, with or
-    without a file. ``overrides`` come last, as ``Node(parameter_overrides=...)`` wins over
+    without a file, less those the env does not know (for other nodes of the process: left out
+    with a warning). ``overrides`` come last, as ``Node(parameter_overrides=...)`` wins over
     the command line.
     """
     params = {}
@@ -67,12 +68,14 @@ def load_robot_config(path: str | Path | None = None, *, node_name: str | None =
         if isinstance(domain_id, bool) or not isinstance(domain_id, int) \
                 or not 0 <= domain_id <= 232:
             domain_id = None
+        known = (*ENV_KEYS, *_ROBOT_KEYS, *AGENT_DEFAULTS)
         if path is None:
             params = command_line_parameters(node_name=name, namespace=namespace,
-                                             domain_id=domain_id)
+                                             domain_id=domain_id, known=known)
         else:
             params = load_params_file(path, node_name=name, namespace=namespace,
-                                      domain_id=domain_id, command_line=command_line)
+                                      domain_id=domain_id, command_line=command_line,
+                                      known=known)
         refuse_name_parameters(params, source=COMMAND_LINE if path is None
                                else f'robot_config {path}')
     params.update(overrides)

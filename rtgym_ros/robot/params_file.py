@@ -16,7 +16,8 @@ from pathlib import Path
 import re
 import sys
 import tempfile
-from typing import Any
+from typing import Any, Collection
+import warnings
 
 from rtgym_ros.ros.parameters import (named, params_files, rcl_readable, read_node_parameters,
                                       remap_args)
@@ -39,14 +40,15 @@ _LOADER = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
 
 def load_params_file(path: str | Path, *, node_name: str, namespace: str = '',
                      source: str = 'robot_config', domain_id: int | None = None,
-                     command_line: bool = False) -> dict[str, Any]:
+                     command_line: bool = False,
+                     known: Collection[str] | None = None) -> dict[str, Any]:
     """
     Return the parameters rcl gives the env's node ``namespace/node_name`` from ``path``, nested.
 
     The node is the one the env's runtime creates: the remap rules of ``sys.argv`` apply to
     it (``-r __ns:=/r5`` moves it), so the file is read for the node's full name after them.
     With ``command_line``, so do the parameters of ``sys.argv``, after the file's
-    (:func:`command_line_parameters`).
+    (:func:`command_line_parameters`, which takes ``known``).
 
     rcl reads the file for a bare node in a child process, in ``domain_id`` (None:
     ``ROS_DOMAIN_ID``), with discovery off; the child is gone when this returns.
@@ -77,7 +79,8 @@ def load_params_file(path: str | Path, *, node_name: str, namespace: str = '',
         if not command_line or not has_ros_args(getattr(sys, 'argv', [])):
             return given.parameters
         return command_line_parameters(node_name=node_name, namespace=namespace,
-                                       domain_id=domain_id, params_file=readable)
+                                       domain_id=domain_id, params_file=readable,
+                                       file_parameters=given.parameters, known=known)
 
 
 def has_ros_args(args: list[str]) -> bool:
@@ -86,8 +89,9 @@ def has_ros_args(args: list[str]) -> bool:
 
 
 def command_line_parameters(*, node_name: str, namespace: str = '',
-                            domain_id: int | None = None,
-                            params_file: str | None = None) -> dict[str, Any]:
+                            domain_id: int | None = None, params_file: str | None = None,
+                            file_parameters: dict[str, Any] | None = None,
+                            known: Collection[str] | None = None) -> dict[str, Any]:
     """
     Return the parameters rcl gives the env's node from ``params_file`` and ``sys.argv``, nested.
 
@@ -95,6 +99,12 @@ def command_line_parameters(*, node_name: str, namespace: str = '',
     --ros-args -p time_step_duration:=0.05 --params-file F``: rclpy.init(args=None) reads
     them); its config gets them too, after ``params_file``, in rcl's order: a later
     ``--params-file`` or ``-p`` wins, and ``-p NODE:name:=value`` applies to NODE only.
+
+    rcl gives ``-p k:=v`` and ``/**`` sections to every node of the process (``ros2 launch``
+    writes a ``Node(parameters=[{...}])`` without ``name=`` under ``/**``), and an rclpy node
+    ignores those it does not declare: with ``known``, a parameter of the command line that
+    is not one of them, nor one of ``file_parameters`` (``params_file``'s), is left out with
+    a warning naming it.
 
     :raises ValueError: rcl refuses an argument (``-p novalue``, ``--log-level nonsense``, a
         params file), or a params file of the command line is not a regular file (a pipe is
@@ -113,7 +123,16 @@ def command_line_parameters(*, node_name: str, namespace: str = '',
                                  default_node_name=node_name, namespace=namespace,
                                  node_args=named(node_name), source=COMMAND_LINE,
                                  domain_id=domain_id, name_files=True)
-    return given.parameters
+    if known is None:
+        return given.parameters
+    others = sorted(set(given.parameters) - set(file_parameters or {}) - set(known))
+    if others:
+        warnings.warn(f'{COMMAND_LINE}: parameters {others} are not env config keys: the env '
+                      'ignores them, as an rclpy node ignores parameters it does not declare '
+                      '(rcl gives -p k:=v and /** sections to every node of the process); '
+                      'give them to your node by name (-p my_node:k:=v, a section /my_node) '
+                      'to keep them from the env')
+    return {key: value for key, value in given.parameters.items() if key not in others}
 
 
 def _read_text(path: Path, *, shown: Path, source: str) -> str:

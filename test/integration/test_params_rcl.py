@@ -30,6 +30,7 @@ from rtgym_ros.core.config import resolve_config
 from rtgym_ros.robot.interface import RosInterface
 from rtgym_ros.robot.loader import load_robot_config
 from rtgym_ros.robot.params_file import COMMAND_LINE, command_line_parameters, load_params_file
+import yaml
 
 ORACLE = REPO / 'test' / 'support' / 'rcl_params_oracle.py'
 
@@ -538,6 +539,35 @@ def test_the_scripts_ros_args_configure_the_env_after_its_file(tmp_path, monkeyp
         assert env.unwrapped.robot.actions[0].topic == 'effort'
     finally:
         env.close()
+
+
+def test_parameters_of_the_command_line_for_other_nodes_are_ignored_with_a_warning(
+        tmp_path, monkeypatch):
+    """``ros2 launch`` gives a Node(parameters=[{...}]) without name= to all its nodes (/**)."""
+    path = tmp_path / 'robot.yaml'
+    path.write_text(ROBOT.format(T='0.1', watchdog='1.0', act_in_obs='true'))
+    launch = tmp_path / 'launch_params_x'  # as launch_ros writes it
+    given = {'learning_rate': 0.001, 'time_step_duration': 0.05}
+    launch.write_text(yaml.dump({'/**': {'ros__parameters': given}}))
+    argv = ['train.py', '--ros-args', '--params-file', str(launch), '-p',
+            'qos_overrides./clock.subscription.depth:=5']
+    for robot_config, first in ((path, []), (None, ['--params-file', str(path)])):
+        monkeypatch.setattr(sys, 'argv', [*argv[:2], *first, *argv[2:]])
+        with pytest.warns(UserWarning, match=r"parameters \['learning_rate', 'qos_overrides'\] "
+                          'are not env config keys: the env ignores them'):
+            env_config, _ = load_robot_config(robot_config, command_line=True)
+        assert env_config['time_step_duration'] == 0.05
+    with pytest.warns(UserWarning, match='learning_rate'):
+        env = gymnasium.make('rtgym_ros/ros-v1', robot_config=path)
+    try:
+        assert env.unwrapped.time_step_duration == 0.05
+    finally:
+        env.close()
+    path.write_text(ROBOT.format(T='0.1', watchdog='1.0', act_in_obs='true')
+                    + section('learning_rate: 0.1'))  # robot_config's own: refused
+    with pytest.warns(UserWarning, match=r"\['qos_overrides'\]"), \
+            pytest.raises(ValueError, match=r"unknown config keys \['learning_rate'\]"):
+        load_robot_config(path, command_line=True)
 
 
 # ROS arguments rcl refuses: {id: (arguments after --ros-args, what the error quotes)}.
