@@ -22,6 +22,7 @@ it copies them (:meth:`IoNode.create_serialized_subscription`, :mod:`rtgym_ros.r
 """
 
 import os
+import sys
 import threading
 import time
 from typing import Any, Callable, TypeVar
@@ -38,7 +39,7 @@ from rclpy.time_source import TimeSource
 
 from rtgym_ros.ros.clock_reader import ClockReader
 from rtgym_ros.ros.lean_executor import LeanExecutor, RCLPY_LOOP_POLL
-from rtgym_ros.ros.parameters import named
+from rtgym_ros.ros.parameters import named, remap_args
 from rtgym_ros.ros.serialized import SerializedReceiver
 from rtgym_ros.ros.spin import SpinThread
 
@@ -118,12 +119,18 @@ class NodeNameClaim:
 
     Claimed before the node exists where the name must be known first: the env reads its
     params file for the node it will make, ``rtgym_env_2`` when ``rtgym_env`` is taken.
+    Where an ``__ns`` remap of the command line (``args``, else ``sys.argv``) may move the node
+    (``-r __ns:=/r5`` moves every node of the process there), the name is claimed in every
+    namespace: two envs asking for ``r1`` and ``r2`` would both be ``/r5/rtgym_env``.
     """
 
-    def __init__(self, namespace: str, name: str) -> None:
+    def __init__(self, namespace: str, name: str, *, args: list[str] | None = None) -> None:
         self.namespace = namespace
         self.requested = name
-        self.name = _claim_name(namespace, name)
+        moved = any('__ns:=' in str(rule) for rule in remap_args(
+            getattr(sys, 'argv', []) if args is None else args))
+        self._key = '/<any namespace>' if moved else namespace
+        self.name = _claim_name(self._key, name)
         """``name``, or ``name_<k>`` if that one is taken."""
         self._held = True
 
@@ -132,7 +139,7 @@ class NodeNameClaim:
         with _names_lock:
             held, self._held = self._held, False
         if held:
-            _release_name(self.namespace, self.name)
+            _release_name(self._key, self.name)
 
 
 class RosRuntime:
@@ -149,7 +156,7 @@ class RosRuntime:
             the runtime releases it when it closes or fails to start.
         """
         if name_claim is None:
-            name_claim = NodeNameClaim(namespace, node_name)
+            name_claim = NodeNameClaim(namespace, node_name, args=args)
         elif (name_claim.requested, name_claim.namespace) != (node_name, namespace):
             name_claim.release()
             raise ValueError(f'name_claim is for {name_claim.requested!r} in namespace '

@@ -429,6 +429,26 @@ def test_a_second_env_reads_the_file_for_the_name_its_node_gets(tmp_path):
         third.close()
 
 
+def test_envs_the_scripts_ns_remap_moves_together_get_names_of_their_own(tmp_path, monkeypatch):
+    """``-r __ns:=/r5`` moves both envs to /r5: the second is rtgym_env_2, not a duplicate."""
+    path = tmp_path / 'robot.yaml'
+    path.write_text(ROBOT.format(T='0.1', watchdog='1.0', act_in_obs='true')
+                    + section('time_step_duration: 0.05', '/r5/rtgym_env_2'))
+    monkeypatch.setattr(sys, 'argv', ['train.py', '--ros-args', '-r', '__ns:=/r5'])
+    first = gymnasium.make('rtgym_ros/ros-v1', robot_config=path, namespace='r1')
+    try:
+        second = gymnasium.make('rtgym_ros/ros-v1', robot_config=path, namespace='r2')
+        try:
+            names = [env.unwrapped._runtime.node.get_fully_qualified_name()
+                     for env in (first, second)]
+            assert names == ['/r5/rtgym_env', '/r5/rtgym_env_2']
+            assert second.unwrapped.time_step_duration == 0.05
+        finally:
+            second.close()
+    finally:
+        first.close()
+
+
 # The ROS arguments of a training script's own command line, which rclpy.init(args=None) gives
 # the env's node: {id: (arguments after --ros-args, node name, namespace)}. EXTRA, EXTRA2 and
 # OTHER stand for params files written by the test.
