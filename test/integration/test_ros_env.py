@@ -460,10 +460,13 @@ def test_max_delta_limits_the_change_per_step(spawn, make_env, policy):
         env.step(act(DEFAULT))
         expected = [DEFAULT, DEFAULT + 0.2, DEFAULT]
     env.step(act(expected[-1]))
-    robot.wait_commands(len(expected))
-    assert robot.values()[:len(expected)] == pytest.approx(expected)
-    steps = np.diff(robot.values()[:len(expected)])
-    assert np.all(np.abs(steps) <= 0.25 + 1e-6)
+    robot.wait_commands(len(expected) + 1)
+    # Runs of one value as one: a safe action (a refusal's, or the watchdog's when a loaded
+    # machine delays the test's next step) repeats the default without changing the target.
+    values = robot.values()
+    values = [v for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
+    assert values[:len(expected)] == pytest.approx(expected), robot.values()
+    assert np.all(np.abs(np.diff(values)) <= 0.25 + 1e-6), robot.values()
 
 
 def _rate_limited_env(robot, make_env, **changes):

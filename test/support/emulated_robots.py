@@ -26,7 +26,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 EMULATOR = Path(__file__).resolve().parent / 'robot_emulator.py'
-# PYTHONFAULTHANDLER: a child that hangs is sent SIGABRT, and its log then shows every stack.
+# PYTHONFAULTHANDLER: a child that a fatal signal ends (SIGABRT, SIGSEGV) logs every stack.
 CHILD_ENV = dict(
     os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST', PYTHONUNBUFFERED='1',
     PYTHONFAULTHANDLER='1',

@@ -29,7 +29,7 @@ from rtgym_ros.ros.spin import SpinThread
 REPO = Path(__file__).resolve().parents[2]
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 DOMAIN = int(os.environ.get('ROS_DOMAIN_ID') or 1 + os.getpid() % 101)
-# PYTHONFAULTHANDLER: a child that hangs is sent SIGABRT, and its log then shows every stack.
+# PYTHONFAULTHANDLER: a child that a fatal signal ends (SIGABRT, SIGSEGV) logs every stack.
 CHILD_ENV = dict(
     os.environ, ROS_DOMAIN_ID=str(DOMAIN), ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST',
     PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get('PYTHONPATH')])),
