@@ -45,6 +45,8 @@ ENV_KEYS = tuple(k for k in (*RTGYM_DEFAULTS, *ROS_DEFAULTS) if k not in _CODE_K
 NAME_KEYS = ('node_name', 'namespace')
 _ROBOT_KEYS = ('actions', 'observations', 'reward', 'termination', 'reset', 'pause',
                'unpause', 'step', 'record', *ROBOT_DEFAULTS)
+# Every key a config may give: the env's, the robot's, and the agent's (which the env drops).
+_CONFIG_KEYS = frozenset((*ENV_KEYS, *_ROBOT_KEYS, *AGENT_DEFAULTS))
 
 
 def load_robot_config(path: str | Path | None = None, *, node_name: str | None = None,
@@ -68,14 +70,13 @@ def load_robot_config(path: str | Path | None = None, *, node_name: str | None =
         if isinstance(domain_id, bool) or not isinstance(domain_id, int) \
                 or not 0 <= domain_id <= 232:
             domain_id = None
-        known = (*ENV_KEYS, *_ROBOT_KEYS, *AGENT_DEFAULTS)
         if path is None:
             params = command_line_parameters(node_name=name, namespace=namespace,
-                                             domain_id=domain_id, known=known)
+                                             domain_id=domain_id, known=_CONFIG_KEYS)
         else:
             params = load_params_file(path, node_name=name, namespace=namespace,
                                       domain_id=domain_id, command_line=command_line,
-                                      known=known)
+                                      known=_CONFIG_KEYS)
         refuse_name_parameters(params, source=COMMAND_LINE if path is None
                                else f'robot_config {path}')
     params.update(overrides)
@@ -117,7 +118,7 @@ def refuse_name_parameters(params: dict[str, Any], *, source: str) -> None:
 def split_and_check(params: dict[str, Any]) -> tuple[dict[str, Any], RobotSpec]:
     """Separate env keys from the robot mapping and validate the latter."""
     params = {k: v for k, v in params.items() if k not in AGENT_DEFAULTS}
-    unknown = sorted(set(params) - set(ENV_KEYS) - set(_ROBOT_KEYS))
+    unknown = sorted(set(params) - _CONFIG_KEYS)
     if unknown:
         raise ValueError(f'unknown config keys {unknown}; expected env keys '
                          f'{sorted(ENV_KEYS)} or robot keys {sorted(_ROBOT_KEYS)}')

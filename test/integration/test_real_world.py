@@ -557,27 +557,40 @@ def test_a_stopped_gripper_is_named_when_the_arm_goes_on(streams, make_env):
         error.value
 
 
+RESET_BOUND = 30.0  # reset_timeout of the rewinding-reset tests (s)
+
+
+def rewinding_reset(probe, namespace: str, sensor: dict, *, by: float) -> Service:
+    """Serve ``reset_world`` as a sensor that stamps from its own time base: ``by`` s back."""
+    def reset(request: Empty.Request, response: Empty.Response) -> Empty.Response:
+        sensor['stamp_offset'] -= by
+        return response
+    return probe.node.create_service(Empty, f'{namespace}/reset_world', reset)
+
+
+def quick_resets(env: gym.Env, count: int = 2) -> list[dict]:
+    """Reset ``count`` times once data came; each within a third of RESET_BOUND; the infos."""
+    [slot] = env.unwrapped.interface.slots
+    wait_until(lambda: slot.count, 20.0, 'a first message in the slot')
+    infos = []
+    for _ in range(count):
+        start = time.monotonic()
+        infos.append(env.reset()[1])
+        took = time.monotonic() - start
+        assert took < RESET_BOUND / 3, \
+            f'reset took {took:.1f} s of reset_timeout {RESET_BOUND} s'
+    return infos
+
+
 def test_a_sensor_time_base_going_back_at_a_reset_on_wall_time_counts_at_once(streams, make_env,
                                                                               probe):
     # A simulator stamping its own time, reset to an earlier time, read by an env on wall
     # time: the env's clock never goes back, so the data of the rewound base counts at once.
     sensor = streams.joint_states(['j0'], [1.0], rate=100.0, stamp_offset=-1000.0)
-
-    def reset(request: Empty.Request, response: Empty.Response) -> Empty.Response:
-        sensor['stamp_offset'] -= 100.0
-        return response
-    service = probe.node.create_service(Empty, f'{streams.ns}/reset_world', reset)
+    service = rewinding_reset(probe, streams.ns, sensor, by=100.0)
     try:
-        bound = 30.0
-        env = make_env(streams.ns, params(['j0'], reset_timeout=bound,
-                                          reset={'service': 'reset_world'}))
-        [slot] = env.unwrapped.interface.slots
-        wait_until(lambda: slot.count, 20.0, 'a first message in the slot')
-        for _ in range(2):
-            start = time.monotonic()
-            env.reset()
-            took = time.monotonic() - start
-            assert took < bound / 3, f'reset took {took:.1f} s of reset_timeout {bound} s'
+        quick_resets(make_env(streams.ns, params(['j0'], reset_timeout=RESET_BOUND,
+                                                 reset={'service': 'reset_world'})))
     finally:
         probe.node.destroy_service(service)
 
@@ -589,22 +602,11 @@ def test_a_sensor_time_base_going_back_at_a_reset_on_sim_time_counts_once_clock_
     # back, and the log says so. No wait for the whole reset_timeout.
     clock = SimClock(start=1000.0)
     sensor = streams.joint_states(['j0'], [1.0], rate=100.0, clock=lambda: clock.sim_time)
-
-    def reset(request: Empty.Request, response: Empty.Response) -> Empty.Response:
-        sensor['stamp_offset'] -= 400.0
-        return response
-    service = probe.node.create_service(Empty, f'{streams.ns}/reset_world', reset)
+    service = rewinding_reset(probe, streams.ns, sensor, by=400.0)
     try:
-        bound = 30.0
-        env = make_env(streams.ns, params(['j0'], use_sim_time=True, reset_timeout=bound,
+        env = make_env(streams.ns, params(['j0'], use_sim_time=True, reset_timeout=RESET_BOUND,
                                           reset={'service': 'reset_world'}))
-        [slot] = env.unwrapped.interface.slots
-        wait_until(lambda: slot.count, 20.0, 'a first message in the slot')
-        for _ in range(2):
-            start = time.monotonic()
-            _, info = env.reset()
-            took = time.monotonic() - start
-            assert took < bound / 3, f'reset took {took:.1f} s of reset_timeout {bound} s'
+        for info in quick_resets(env):
             assert info['stale'] == ['joints'] and info['obs_ages']['joints'] > 300.0, info
         line = streams.log.wait_for('did not go back', 10.0)
         assert re.search(r'observations\.joints \(.*/joint_states\) is stamped at \d+\.\d+ s, '
