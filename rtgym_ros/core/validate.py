@@ -28,9 +28,17 @@ class WrongTypeError(TypeError, ValueError):
 def short_repr(value: Any) -> str:
     """Return ``repr(value)`` bounded in length: error messages never print unbounded values."""
     if isinstance(value, np.ndarray):
-        value = value.tolist()
+        # Only what the repr can show is converted: an image's tolist() takes milliseconds.
+        value = value[(slice(0, _SHORT.maxlist + 1),) * value.ndim].tolist()
     text = _SHORT.repr(value)
     return text if len(text) <= _SHORT_MAX else text[:_SHORT_MAX - 5] + ' ...' + text[-1]
+
+
+def bound_repr(bound: np.ndarray) -> str:
+    """Return a space's bound shortly: one number when every element has it (an image's)."""
+    if bound.size and bool(np.all(bound == bound.flat[0])):
+        return repr(bound.flat[0].item())
+    return short_repr(bound)
 
 
 def is_number(value: Any) -> bool:

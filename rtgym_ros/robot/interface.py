@@ -26,7 +26,7 @@ from rclpy.qos import QoSProfile
 from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from rtgym_ros.core.interface import RealTimeGymInterface
-from rtgym_ros.core.validate import short_repr
+from rtgym_ros.core.validate import bound_repr
 from rtgym_ros.msgconv.fields import IMAGE, JOINT_STATE, JOINT_TRAJECTORY
 from rtgym_ros.msgconv.image_cdr import decode_image
 from rtgym_ros.msgconv.type_names import interface_name
@@ -442,8 +442,8 @@ class RosInterface(RealTimeGymInterface):
         """Apply ``out_of_bounds``: 'flag' (as is), 'clip' (NaN stays, flagged), 'error'."""
         space = slot.spec.space
         message = (f'observations.{slot.name} ({slot.spec.topic}) is outside its space '
-                   f'[{short_repr(space.low.tolist())}, {short_repr(space.high.tolist())}]: '
-                   f'{short_repr(value.tolist())}')
+                   f'[{bound_repr(space.low)}, {bound_repr(space.high)}]: '
+                   f'{slot.describe_outside(value)}')
         policy = slot.spec.out_of_bounds
         if policy == 'error':
             raise RuntimeError(message)

@@ -23,6 +23,7 @@ import time
 from typing import Any, Callable, Iterable
 
 import numpy as np
+from rtgym_ros.core.validate import short_repr
 from rtgym_ros.msgconv.fields import message_stamp
 from rtgym_ros.msgconv.readers import FieldReader, JOINT_ARRAYS
 from rtgym_ros.robot.spec import ObservationSlotSpec
@@ -209,6 +210,19 @@ class Slot:
             return False
         space = self.spec.space
         return not bool(np.all((value >= space.low) & (value <= space.high)))
+
+    def describe_outside(self, value: np.ndarray) -> str:
+        """
+        Say which values of ``value`` are outside the slot's space, for a warning or an error.
+
+        Cheap for an image (a few numpy passes, no list of its pixels): it runs at a capture.
+        A NaN compares false with both bounds, so it is counted apart and named.
+        """
+        space = self.spec.space
+        outside = int(value.size - np.count_nonzero((value >= space.low) & (value <= space.high)))
+        nan = int(np.count_nonzero(np.isnan(value))) if value.dtype.kind in 'fc' else 0
+        text = f'{outside} of {value.size} values outside' + (f' ({nan} NaN)' if nan else '')
+        return f'{text}: {short_repr(value)}'
 
     def clip(self, value: np.ndarray) -> np.ndarray:
         """Return ``value`` clipped into the slot's space; NaN stays NaN (it has no place)."""
