@@ -99,18 +99,18 @@ class RealTimeEnv(gymnasium.Env):
         self._runtime = RosRuntime(node_name=cfg.node_name, namespace=cfg.namespace,
                                    use_sim_time=cfg.use_sim_time, domain_id=cfg.domain_id,
                                    name_claim=self._name_claim)
-        self._stall_monitor = StallMonitor(
-            self._runtime, use_sim_time=cfg.use_sim_time, stall_timeout=cfg.clock_stall_timeout,
-            on_stall=cfg.on_clock_stall)
-        self._closed = False
-        self._stop_robot = SafeStop(self._runtime, interface=lambda: self.interface,
-                                    safe_action=self.safe_action)
-        self._runtime.on_failure = self._stop_robot
-        _live_envs.add(self)
-        gil.acquire(self, cfg.gil_switch_interval)
+        self._closed = False  # the node and its threads run: close() tears them down
         try:
+            self._stall_monitor = StallMonitor(
+                self._runtime, use_sim_time=cfg.use_sim_time,
+                stall_timeout=cfg.clock_stall_timeout, on_stall=cfg.on_clock_stall)
+            self._stop_robot = SafeStop(self._runtime, interface=lambda: self.interface,
+                                        safe_action=self.safe_action)
+            self._runtime.on_failure = self._stop_robot
+            _live_envs.add(self)
+            gil.acquire(self, cfg.gil_switch_interval)
             self.interface: RealTimeGymInterface = self._runtime.call(self._start_interface)
-        except BaseException:
+        except BaseException:  # Ctrl-C included: no node and no thread outlive a failed make
             self.close()
             raise
         self.action_space = self.interface_action_space

@@ -417,6 +417,32 @@ def test_several_envs_in_one_process_then_no_leaked_threads(make_env):
     assert not [name for name in leftover if name.startswith('rtgym_ros')]
 
 
+class _Interrupted(KeyboardInterrupt):
+    """A Ctrl-C that comes while the env is being made, after its node started."""
+
+
+def test_a_make_interrupted_after_the_node_started_leaves_no_thread(monkeypatch):
+    before = {t.name for t in threading.enumerate()}
+
+    def interrupted(*args, **kwargs):
+        raise _Interrupted
+
+    import rtgym_ros.env as env_module
+    monkeypatch.setattr(env_module, 'StallMonitor', interrupted)
+    with pytest.raises(_Interrupted):
+        rtgym_ros.RealTimeEnv(dict(DEFAULT_CONFIG_DICT, interface=CountingInterface,
+                                   node_name='interrupted_env'))
+    leftover = {t.name for t in threading.enumerate()} - before
+    assert not [name for name in leftover if name.startswith('rtgym_ros')], leftover
+    monkeypatch.undo()
+    env = rtgym_ros.RealTimeEnv(dict(DEFAULT_CONFIG_DICT, interface=CountingInterface,
+                                     node_name='interrupted_env'))
+    try:
+        assert env.unwrapped._runtime.node.get_name() == 'interrupted_env'  # freed
+    finally:
+        env.close()
+
+
 def test_bad_config_fails_with_the_key():
     with pytest.raises(ValueError, match='act_buf_len'):
         rtgym_ros.RealTimeEnv(dict(DEFAULT_CONFIG_DICT, interface=CountingInterface,
