@@ -24,7 +24,9 @@ capture and the next action (:meth:`TimeStepRunner._keeps_the_thread`).
 
 Completions are counted: a step started from an offer is running while ``done`` still says
 the previous one completed, so the user's thread waits for a completion count
-(:meth:`rearm`), and the env keeps each completion's result under its count.
+(:meth:`rearm`), and the env keeps each completion's result under its count. ``done`` is set
+with the count, under the lock ``rearm`` clears it under, and only by the completion the user's
+thread awaits.
 """
 
 import threading
@@ -90,6 +92,8 @@ class TimeStepRunner:
         self._may_continue = may_continue
         """At t_end with an offered action: whether the next time-step may start with it."""
         self.done = Latch(is_set=True)
+        """Set when the awaited completion came (or the step failed or was dropped)."""
+        self._awaited = 0  # the completion the user's thread waits for (prepare, rearm)
         self.error: BaseException | None = None
         self.handover_wait = handover_wait
         self._handover_lock = threading.Lock()
@@ -109,7 +113,9 @@ class TimeStepRunner:
 
     def prepare(self) -> None:
         """User thread, before posting :meth:`start`: the step is now running."""
-        self.done.clear()
+        with self._handover_lock:
+            self._awaited = self.completed + 1
+            self.done.clear()
 
     def hand_over(self, action: Any, post: Callable[..., None]) -> None:
         """User thread: start the next time-step with ``action`` (directly, or as a task)."""
@@ -139,9 +145,11 @@ class TimeStepRunner:
 
     def rearm(self, completion: int) -> None:
         """User thread, before waiting for a time-step started from an offer (``completion``)."""
-        self.done.clear()
-        if self.completed >= completion or self.error is not None or self._aborted:
-            self.done.set()  # it completed, failed or was dropped before the clear
+        with self._handover_lock:
+            self._awaited = completion
+            self.done.clear()
+            if self.completed >= completion or self.error is not None or self._aborted:
+                self.done.set()  # it completed, failed or was dropped before the clear
 
     def release(self) -> None:
         """User thread: no action is coming now; let the executor thread go back to work."""
@@ -228,7 +236,11 @@ class TimeStepRunner:
             # Counted once its result is kept and the next action is taken or listened for:
             # a rearm() that sees the count goes on as if done had been set here.
             self.completed = completion
-        self.done.set()
+            # Set with the count, under the lock, and only for the completion awaited: a user's
+            # thread that went on by the count and cleared done for its next wait must not be
+            # woken by this one (it would take a result that is gone).
+            if completion >= self._awaited:
+                self.done.set()
         if take:  # the action is sent now, at t_end; step() returns meanwhile or right after
             self.start(offered[0])
             return

@@ -366,6 +366,30 @@ def test_an_offered_action_is_sent_at_t_end_by_the_thread_that_completes():
     assert runner.done.is_set() and runner.completed == 2
 
 
+def test_only_the_awaited_completion_releases_the_user():
+    # The user's thread may go on by the count (rearm) before the executor thread sets done
+    # for that completion, and clear done for its next wait: a set meant for the earlier
+    # completion must not end that wait (step() would take a result already taken).
+    runner, timer, _ = _running_with_offer()
+    runner.rearm(2)  # waiting for the step 'b' starts, before completion 1 sets done
+    timer.advance_to(10.0 + T)  # completion 1: 'b' starts
+    assert runner.completed == 1 and not runner.done.is_set()
+    timer.advance_to(runner.schedule.t_end)  # completion 2
+    assert runner.completed == 2 and runner.done.is_set()
+
+
+def test_a_hand_over_waits_for_the_step_it_starts():
+    runner, timer, _ = _offering_runner(handover_wait=0.0)
+    runner.prepare()
+    runner.start('a')
+    timer.advance_to(10.0 + T)
+    assert runner.done.is_set() and runner.completed == 1
+    runner.hand_over('b', lambda function, action: function(action))
+    assert not runner.done.is_set()
+    timer.advance_to(runner.schedule.t_end)
+    assert runner.done.is_set() and runner.completed == 2
+
+
 def test_an_offer_waits_for_the_user_when_the_executor_does_not_listen():
     runner, timer, recorder = _running_with_offer(handover_wait=0.0)  # free-running sim time
     timer.advance_to(10.0 + T)
