@@ -10,27 +10,18 @@ from pathlib import Path
 import threading
 
 from builtin_interfaces.msg import Time
+from config_slots import slot_from_config
 import numpy as np
 import pytest
-from rtgym_ros.robot.loader import load_robot_config
 from rtgym_ros.robot.slots import Slot
 from sensor_msgs.msg import JointState
-import yaml
 
 
 def joints_slot(tmp_path: Path, fields: tuple[str, ...] = ('position',), *,
                 now: float = 0.0) -> Slot:
     joints = {'topic': 'joint_states', 'type': 'sensor_msgs/msg/JointState',
               'joint_names': ['arm', 'gripper'], 'fields': list(fields)}
-    params = {'time_step_duration': 0.1,
-              'actions': {'names': ['effort'], 'effort': {
-                  'topic': 'effort', 'type': 'std_msgs/msg/Float64MultiArray', 'field': 'data',
-                  'low': [-1.0], 'high': [1.0]}},
-              'observations': {'names': ['joints'], 'joints': joints}}
-    path = tmp_path / 'robot.yaml'
-    path.write_text(yaml.safe_dump({'/**': {'ros__parameters': params}}))
-    [spec] = load_robot_config(path)[1].observations
-    return Slot(spec, now=lambda: now)
+    return slot_from_config(tmp_path, 'joints', joints, now=now)
 
 
 def state(stamp: float, names: list[str], positions: list[float], *,

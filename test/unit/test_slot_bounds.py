@@ -7,25 +7,16 @@ bounds: for an image it must cost a few numpy passes, not a Python list of the f
 
 from pathlib import Path
 
+from config_slots import slot_from_config
 import numpy as np
 from rtgym_ros.core.validate import bound_repr, short_repr
-from rtgym_ros.robot.loader import load_robot_config
 from rtgym_ros.robot.slots import Slot
-import yaml
 
 
 def depth_slot(tmp_path: Path, shape: tuple[int, int] = (48, 64)) -> Slot:
     depth = {'topic': 'depth', 'type': 'sensor_msgs/msg/Image', 'encoding': '32FC1',
              'shape': list(shape), 'low': [0.0], 'high': [10.0]}
-    params = {'time_step_duration': 0.1,
-              'actions': {'names': ['effort'], 'effort': {
-                  'topic': 'effort', 'type': 'std_msgs/msg/Float64MultiArray', 'field': 'data',
-                  'low': [-1.0], 'high': [1.0]}},
-              'observations': {'names': ['depth'], 'depth': depth}}
-    path = tmp_path / 'robot.yaml'
-    path.write_text(yaml.safe_dump({'/**': {'ros__parameters': params}}))
-    [spec] = load_robot_config(path)[1].observations
-    return Slot(spec, now=lambda: 0.0)
+    return slot_from_config(tmp_path, 'depth', depth)
 
 
 class _CountingArray(np.ndarray):
