@@ -496,10 +496,31 @@ class RosInterface(RealTimeGymInterface):
             signal.clear()
         for name in self.stale_runs:
             self.stale_runs[name] = 0
+        deadline = time.monotonic() + timeout
         self._wait_for_first_messages(since, counts, baselines, timeout)
+        if not self.lockstep:
+            self._wait_for_fresh_first_messages(deadline)
         info = self._freshness_info()
         self._last_capture = info['capture_time']
         return self._read_slots(info), info
+
+    def _wait_for_fresh_first_messages(self, deadline: float) -> None:
+        """
+        Under ``on_stale: error`` or ``wait``, wait for a first observation within ``max_age``.
+
+        A message that came a moment before the reset, or a sensor that skipped a beat, would
+        otherwise fail the reset ('error') or flag its first observation ('wait'); waited as a
+        time-step waits ('wait': ``wait_timeout``), or up to what is left of ``reset_timeout``
+        ('error'), before the policy applies.
+        """
+        now = self.now()
+        for slot in self.slots:
+            policy, max_age = slot.spec.on_stale, slot.spec.max_age
+            if policy not in ('wait', 'error') or max_age is None or not slot.is_stale(now):
+                continue
+            left = max(0.0, deadline - time.monotonic())
+            slot.wait_newer_than(now - max_age, timeout=(
+                left if policy == 'error' else min(left, slot.spec.wait_timeout)))
 
     def _wait_for_action_subscribers(self, bound: float) -> float:
         """

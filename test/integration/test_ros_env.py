@@ -193,6 +193,16 @@ def test_error_policy_raises_and_sends_the_default_action(spawn, make_env):
     with pytest.raises(RuntimeError, match='reset'):
         env.step(act(0.5))
 
+    # The robot comes back while the reset waits: the reset waits for a message within
+    # max_age, not failing on the old one.
+    timer = threading.Timer(0.4, robot.control, ('run',))
+    timer.start()
+    start = time.monotonic()
+    _, info = env.reset()
+    took = time.monotonic() - start
+    timer.join()
+    assert info['stale'] == [] and took >= 0.35, (info, took)
+
 
 # -- safety -----------------------------------------------------------------------------------
 
