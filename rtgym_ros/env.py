@@ -34,6 +34,7 @@ from rtgym_ros.ros.stall_monitor import StallMonitor
 from rtgym_ros.safe_stop import SafeStop
 
 _CLOSE_TIMEOUT = 1.0  # seconds: bound on each teardown wait, so close() never hangs
+_DELIVERY_LINGER = 0.1  # s the safe action is given to reach the robot before the node goes
 _SAFE_ACTION_BOUND = 0.25  # s close() gives a busy executor thread before stopping the robot
 _LOCKSTEP_INLINE_WAIT = 0.05  # wall s the executor thread waits for /clock itself (lockstep)
 _RESULTS_KEPT = 8  # completed steps' results kept for step() (it reads the one it waited for)
@@ -685,10 +686,21 @@ class RealTimeEnv(gymnasium.Env):
             raise
         finally:
             try:
+                self._linger_for_delivery()
                 runtime.close(timeout=_CLOSE_TIMEOUT)
             finally:  # a Ctrl-C in the teardown leaves the process as no env had been there
                 gil.release(self)
                 gc_freeze.release(self)
+
+    def _linger_for_delivery(self) -> None:
+        """Give the safe action time to reach the robot before the node goes (bounded)."""
+        linger = getattr(getattr(self, 'interface', None), 'linger_for_delivery', None)
+        if linger is None:
+            return
+        try:
+            linger(_DELIVERY_LINGER)
+        except Exception as error:
+            self._runtime.logger.error(f'could not wait for the safe action to go out: {error!r}')
 
     def _shutdown_interface(self) -> None:
         """Executor thread: no more time-steps, robot in its safe state, interface closed."""

@@ -21,8 +21,9 @@ from typing import Any, Callable
 import gymnasium.spaces as spaces
 import numpy as np
 from rclpy.clock import ClockType
+from rclpy.duration import Duration
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from rtgym_ros.core.interface import RealTimeGymInterface
@@ -281,6 +282,28 @@ class RosInterface(RealTimeGymInterface):
         if self.on_safe_action is not None:
             self.on_safe_action(values)
         return True
+
+    def linger_for_delivery(self, bound: float) -> None:
+        """
+        Any thread, closing: give the last commands up to ``bound`` s to reach the robot.
+
+        A message published just before its node is destroyed can be lost on the way, even
+        on this host (Fast DDS: 14 of 100 safe actions lost, none with 0.1 s between,
+        ``docs/design.md``). Each action topic with a subscriber is waited for until every
+        reliable subscriber acknowledged it (acknowledgements come with DDS heartbeats: often
+        later than the bound), a best-effort one for the bound, which is all it can be given.
+        """
+        deadline = time.monotonic() + bound
+        for publisher in self._publishers:
+            if not publisher.get_subscription_count():
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0.0:
+                return
+            if publisher.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT:
+                time.sleep(left)
+            else:
+                publisher.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9)))
 
     def send_control(self, control: np.ndarray | None) -> None:
         """
