@@ -13,7 +13,9 @@ Lockstep: right after the action is sent, the paused simulator is asked to advan
 
 Hand-over: ``step(a)`` offers ``a`` before it waits for the running time-step; at ``t_end`` the
 executor thread starts the next time-step with it at once, when the env says the episode goes
-on (``may_continue``): no wake-up between the capture and the next action. An action that
+on (``may_continue``): no wake-up between the capture and the next action. The user's thread
+is released once that action is sent, just before the executor thread sleeps: released
+earlier, it would wake only to wait for the GIL the executor thread still holds. An action that
 comes after ``t_end`` is waited for a short while on the executor thread itself (a bare lock,
 tens of microseconds) instead of going back to the executor's loop and being woken through it
 (hundreds); later still, it is posted to the executor as a task.
@@ -110,6 +112,7 @@ class TimeStepRunner:
         self._offered: tuple | None = None
         self._taken_at: int | None = None  # the completion at which the offer was started
         self._aborted = False
+        self._release_at_arm = False  # the step taken from an offer sets done before its sleep
 
     def prepare(self) -> None:
         """User thread, before posting :meth:`start`: the step is now running."""
@@ -193,6 +196,10 @@ class TimeStepRunner:
             self._on_start(self.schedule.begin_step(self._timer.now()))
             if self._advance is not None:
                 self._advance(self.schedule.t_co)
+            if self._release_at_arm:
+                self._release_at_arm = False
+                with self._handover_lock:
+                    self._release_locked()
             self._timer.arm(self.schedule.t_co, self._capture_now, turn=self._turn_wanted)
         except Exception as error:  # a plain try, not a context manager: runs every step
             self._fail(error)
@@ -238,10 +245,12 @@ class TimeStepRunner:
             self.completed = completion
             # Set with the count, under the lock, and only for the completion awaited: a user's
             # thread that went on by the count and cleared done for its next wait must not be
-            # woken by this one (it would take a result that is gone).
-            if completion >= self._awaited:
-                self.done.set()
-        if take:  # the action is sent now, at t_end; step() returns meanwhile or right after
+            # woken by this one (it would take a result that is gone). With the offered action
+            # taken, it is set once that action is sent (_start_one).
+            if not take:
+                self._release_locked()
+        if take:  # the action is sent now, at t_end; step() is released once it went out
+            self._release_at_arm = True
             self.start(offered[0])
             return
         # Hand the GIL to the user's thread now, waiting in step(), rather than after the
@@ -249,6 +258,11 @@ class TimeStepRunner:
         time.sleep(0)
         if listening:
             self._wait_for_next_action()
+
+    def _release_locked(self) -> None:
+        """Set ``done`` if the user's thread awaits the last completion (lock held)."""
+        if self.completed >= self._awaited:
+            self.done.set()
 
     def _keeps_the_thread(self) -> bool:
         """
@@ -301,6 +315,7 @@ class TimeStepRunner:
     def _fail(self, error: Exception) -> None:
         """Turn an exception in a step callback into a recorded error and a safe robot."""
         self.error = error  # re-raised in the user's thread by step()/reset()
+        self._release_at_arm = False
         self._timer.cancel()
         try:
             self._on_error()

@@ -593,7 +593,10 @@ def test_max_delta_holds_for_an_action_still_on_its_way_at_a_stop(spawn, make_en
         send_control(action)
 
     runner._send_control = held_at_0_625
-    env.step(act(0.625))  # returns with 0.625 handed over, not yet published
+    # Called late (after t_end, the step times out), step(0.625) hands 0.625 over and returns
+    # with it not yet published; one called in time would return once it went out.
+    time.sleep(3 * T)
+    env.step(act(0.625))
     offer = runner.offer
 
     def stop_then_offer(action):  # 0.875 is checked against 0.625

@@ -173,20 +173,29 @@ def slow_prepro():
 @pytest.mark.parametrize('stop', ['close', 'ctrl_c'])
 def test_no_action_held_by_the_executor_thread_follows_the_safe_one(spawn, make_env,
                                                                     slow_prepro, stop):
-    # act_prepro_func takes 0.6 s for the action 0.75, on the executor thread: close() (after
-    # 0.25 s) or a Ctrl-C in the next step() sends the safe action while it still holds it.
+    # act_prepro_func takes 0.6 s for the action 0.75, on the executor thread: close() (from
+    # another thread) or a Ctrl-C sends the safe action while the executor thread holds 0.75.
+    # The step() waiting then is step(0.75) itself: it returns once its action went out.
     robot, env = _stepping_at_half(spawn, make_env,
                                    act_prepro_func='prepro_functions:slow_when_told')
     slow_prepro.SLOW.set()
-    env.step(act(0.75))
-    assert slow_prepro.SLOWING.wait(5.0), 'act_prepro_func never slowed down'
-    stopping = time.time()
-    if stop == 'close':
-        env.close()
-    else:
-        threading.Timer(0.1, _thread.interrupt_main).start()  # Ctrl-C while step() waits
-        with pytest.raises(KeyboardInterrupt):
-            env.step(act(0.3))
+    stopping = []
+
+    def stop_while_held():
+        assert slow_prepro.SLOWING.wait(5.0), 'act_prepro_func never slowed down'
+        time.sleep(0.1)
+        stopping.append(time.time())
+        env.close() if stop == 'close' else _thread.interrupt_main()
+
+    stopper = threading.Thread(target=stop_while_held)
+    stopper.start()
+    expected = RuntimeError if stop == 'close' else KeyboardInterrupt
+    with pytest.raises(expected):  # close() ends a waiting step() with 'the env is closed'
+        env.step(act(0.75))
+        env.step(act(0.3))  # if step(0.75) was back before the stop
+    stopper.join()
+    assert stopping, 'the stop did not happen'
+    stopping = stopping[0]
     robot.wait_last(DEFAULT, timeout=BOUND)
     time.sleep(slow_prepro.SLOW_SECONDS + 0.5)  # act_prepro_func has returned since
     after = [c['data'][0] for c in robot.commands() if c['t'] > stopping]

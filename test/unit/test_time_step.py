@@ -390,6 +390,67 @@ def test_a_hand_over_waits_for_the_step_it_starts():
     assert runner.done.is_set() and runner.completed == 2
 
 
+def test_the_user_is_released_once_the_offered_action_is_sent_before_the_executor_sleeps():
+    # Released before, the user's thread would wake only to wait for the GIL the executor
+    # thread holds while it sends; after, it would wait for the executor thread's sleep.
+    seen = []
+
+    class NotingTimer(FakeDeadlineTimer):
+        def arm(self, target, callback, turn=False):
+            seen.append(('arm', runner.done.is_set()))
+            super().arm(target, callback, turn)
+
+    timer = NotingTimer(10.0)
+    schedule = ElasticSchedule(time_step_duration=T, start_obs_capture=C,
+                               time_step_timeout_factor=1.0)
+    schedule.initialize(10.0)
+
+    def send(action):
+        seen.append(('send', action, runner.done.is_set()))
+
+    runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=send,
+                            capture=lambda: None, on_start=lambda outcome: None,
+                            on_error=lambda: None, handover_wait=1.0,
+                            may_continue=lambda: True)
+    runner.prepare()
+    runner.start('a')
+    runner.offer('b')
+    seen.clear()
+    timer.advance_to(10.0 + C)  # t_co of 'a'
+    timer.advance_to(10.0 + T)  # t_end: 'b' starts
+    assert seen[-2:] == [('send', 'b', False), ('arm', True)], seen
+    assert runner.withdraw() == 1
+
+
+def test_a_user_that_went_on_by_the_count_is_not_woken_by_the_late_release():
+    # While the executor thread sends 'b' (taken at completion 1), the user's thread finds
+    # the count reached, goes on, offers 'c' and waits for completion 2: the release that
+    # follows the send is for completion 1 and must leave that wait alone.
+    timer = FakeDeadlineTimer(10.0)
+    schedule = ElasticSchedule(time_step_duration=T, start_obs_capture=C,
+                               time_step_timeout_factor=1.0)
+    schedule.initialize(10.0)
+
+    def send(action):
+        if action == 'b':  # the user's thread, meanwhile
+            runner.rearm(1)
+            assert runner.done.is_set() and runner.withdraw() == 1
+            runner.offer('c')
+            runner.rearm(2)
+
+    runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=send,
+                            capture=lambda: None, on_start=lambda outcome: None,
+                            on_error=lambda: None, handover_wait=1.0,
+                            may_continue=lambda: True)
+    runner.prepare()
+    runner.start('a')
+    runner.offer('b')
+    timer.advance_to(10.0 + T)  # completion 1: 'b' is sent, then released
+    assert runner.completed == 1 and not runner.done.is_set()
+    timer.advance_to(runner.schedule.t_end)  # completion 2: 'c' is sent, then released
+    assert runner.completed == 2 and runner.done.is_set() and runner.withdraw() == 2
+
+
 def test_an_offer_waits_for_the_user_when_the_executor_does_not_listen():
     runner, timer, recorder = _running_with_offer(handover_wait=0.0)  # free-running sim time
     timer.advance_to(10.0 + T)
