@@ -663,10 +663,12 @@ class RealTimeEnv(gymnasium.Env):
         """
         if self._closed:
             return
-        self._closed = True
-        _live_envs.discard(self)
         runtime = self._runtime
+        # No call between the mark and the try: CPython raises a Ctrl-C at a call, and one
+        # raised there would leave an env marked closed whose robot was never stopped.
+        self._closed = True
         try:
+            _live_envs.discard(self)
             if hasattr(self, '_runner'):
                 self._watchdog.close()
                 getattr(self.interface, 'abort_waits', lambda: None)()
@@ -728,12 +730,18 @@ def close_all() -> None:
     Close every env still open (at interpreter exit, before rclpy's own teardown).
 
     One that raises (a second Ctrl-C in its teardown) keeps no other from its safe action:
-    the first exception is raised once every env is closed.
+    the first exception is raised once every env is closed. The loop runs inside the ``try``
+    and an env leaves the list only once its ``close()`` returned: a Ctrl-C between two
+    closes, or before one began, skips none (a ``close()`` already under way returns at once
+    when called again).
     """
+    pending = list(_live_envs)
     failed: BaseException | None = None
-    for env in list(_live_envs):
+    while pending:
         try:
-            env.close()
+            while pending:
+                pending[-1].close()
+                pending.pop()
         except BaseException as error:
             failed = failed or error
     if failed is not None:

@@ -152,6 +152,34 @@ def test_ctrl_c_while_envs_close_at_exit_stops_every_robot(spawn, make_env, bloc
     assert gc.get_freeze_count() == 0
 
 
+def test_close_all_closes_an_env_whose_close_a_ctrl_c_cut_off_before_it_began():
+    # A Ctrl-C lands at a call: at an env's close() itself, before its first line ran. That
+    # env has done nothing yet; close_all() calls it again, and closes the others.
+    closed = []
+
+    class Closing:
+        def __init__(self, interrupted_calls: int = 0) -> None:
+            self.interrupted_calls = interrupted_calls
+
+        def close(self) -> None:
+            if self.interrupted_calls:
+                self.interrupted_calls -= 1
+                raise KeyboardInterrupt
+            closed.append(self)
+            env_module._live_envs.discard(self)
+
+    envs = [Closing(), Closing(interrupted_calls=1), Closing()]
+    try:
+        for env in envs:
+            env_module._live_envs.add(env)
+        with pytest.raises(KeyboardInterrupt):
+            env_module.close_all()
+        assert sorted(map(id, closed)) == sorted(map(id, envs))
+    finally:
+        for env in envs:
+            env_module._live_envs.discard(env)
+
+
 def _stepping_at_half(spawn, make_env, **config) -> tuple:
     """Return a robot and an env (watchdog 30 s, far away) that stepped it at 0.5 three times."""
     robot = spawn()
