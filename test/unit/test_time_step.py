@@ -328,13 +328,15 @@ def test_work_posted_to_the_executor_ends_the_chain_at_once():
                   executor_work=lambda: True)[0] == 49
 
 
-def _offering_runner(may_continue=lambda: True, handover_wait=1.0, **extra):
-    timer = FakeDeadlineTimer(10.0)
+def _offering_runner(may_continue=lambda: True, handover_wait=1.0, timer=None, send=None,
+                     **extra):
+    timer = FakeDeadlineTimer(10.0) if timer is None else timer
     schedule = ElasticSchedule(time_step_duration=T, start_obs_capture=C,
                                time_step_timeout_factor=1.0)
     schedule.initialize(10.0)
     recorder = Recorder(timer)
-    runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=recorder.send,
+    runner = TimeStepRunner(schedule=schedule, timer=timer,
+                            send_control=recorder.send if send is None else send,
                             capture=recorder.capture, on_start=recorder.outcomes.append,
                             on_error=recorder.safe, handover_wait=handover_wait,
                             may_continue=may_continue, **extra)
@@ -394,27 +396,20 @@ def test_the_user_is_released_once_the_offered_action_is_sent_before_the_executo
     # Released before, the user's thread would wake only to wait for the GIL the executor
     # thread holds while it sends; after, it would wait for the executor thread's sleep.
     seen = []
+    runner = None  # the callbacks run from the first start() on, before it is assigned
+
+    def released():
+        return runner is not None and runner.done.is_set()
 
     class NotingTimer(FakeDeadlineTimer):
         def arm(self, target, callback, turn=False):
-            seen.append(('arm', runner.done.is_set()))
+            seen.append(('arm', released()))
             super().arm(target, callback, turn)
 
-    timer = NotingTimer(10.0)
-    schedule = ElasticSchedule(time_step_duration=T, start_obs_capture=C,
-                               time_step_timeout_factor=1.0)
-    schedule.initialize(10.0)
-
     def send(action):
-        seen.append(('send', action, runner.done.is_set()))
+        seen.append(('send', action, released()))
 
-    runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=send,
-                            capture=lambda: None, on_start=lambda outcome: None,
-                            on_error=lambda: None, handover_wait=1.0,
-                            may_continue=lambda: True)
-    runner.prepare()
-    runner.start('a')
-    runner.offer('b')
+    runner, timer, _ = _running_with_offer(timer=NotingTimer(10.0), send=send)
     seen.clear()
     timer.advance_to(10.0 + C)  # t_co of 'a'
     timer.advance_to(10.0 + T)  # t_end: 'b' starts
@@ -426,25 +421,14 @@ def test_a_user_that_went_on_by_the_count_is_not_woken_by_the_late_release():
     # While the executor thread sends 'b' (taken at completion 1), the user's thread finds
     # the count reached, goes on, offers 'c' and waits for completion 2: the release that
     # follows the send is for completion 1 and must leave that wait alone.
-    timer = FakeDeadlineTimer(10.0)
-    schedule = ElasticSchedule(time_step_duration=T, start_obs_capture=C,
-                               time_step_timeout_factor=1.0)
-    schedule.initialize(10.0)
-
-    def send(action):
+    def send(action):  # 'a' is sent before runner is assigned
         if action == 'b':  # the user's thread, meanwhile
             runner.rearm(1)
             assert runner.done.is_set() and runner.withdraw() == 1
             runner.offer('c')
             runner.rearm(2)
 
-    runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=send,
-                            capture=lambda: None, on_start=lambda outcome: None,
-                            on_error=lambda: None, handover_wait=1.0,
-                            may_continue=lambda: True)
-    runner.prepare()
-    runner.start('a')
-    runner.offer('b')
+    runner, timer, _ = _running_with_offer(send=send)
     timer.advance_to(10.0 + T)  # completion 1: 'b' is sent, then released
     assert runner.completed == 1 and not runner.done.is_set()
     timer.advance_to(runner.schedule.t_end)  # completion 2: 'c' is sent, then released
