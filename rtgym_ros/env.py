@@ -688,8 +688,10 @@ class RealTimeEnv(gymnasium.Env):
             raise
         finally:
             try:
-                self._linger_for_delivery()
-                runtime.close(timeout=_CLOSE_TIMEOUT)
+                try:
+                    self._linger_for_delivery()
+                finally:  # a Ctrl-C in the linger still tears the node down
+                    runtime.close(timeout=_CLOSE_TIMEOUT)
             finally:  # a Ctrl-C in the teardown leaves the process as no env had been there
                 gil.release(self)
                 gc_freeze.release(self)

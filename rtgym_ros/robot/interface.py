@@ -288,10 +288,11 @@ class RosInterface(RealTimeGymInterface):
         Any thread, closing: give the last commands up to ``bound`` s to reach the robot.
 
         A message published just before its node is destroyed can be lost on the way, even
-        on this host (Fast DDS: 14 of 100 safe actions lost, none with 0.1 s between,
-        ``docs/design.md``). Each action topic with a subscriber is waited for until every
-        reliable subscriber acknowledged it (acknowledgements come with DDS heartbeats: often
-        later than the bound), a best-effort one for the bound, which is all it can be given.
+        on one host (Fast DDS: 17 of 100 lost, none with 0.05 or 0.1 s between:
+        ``benchmarks/delivery_at_close.py``). Each action topic with a subscriber is waited
+        for until every reliable subscriber acknowledged it (acknowledgements come with DDS
+        heartbeats: often later than the bound), a best-effort one for the bound, which is
+        all it can be given.
         """
         deadline = time.monotonic() + bound
         for publisher in self._publishers:

@@ -251,6 +251,23 @@ def test_close_gives_the_safe_action_time_to_go_out_before_the_node_goes(spawn, 
     assert took <= bound + 0.5, took  # bounded, whatever the robot acknowledges
 
 
+def test_a_ctrl_c_in_the_linger_at_close_still_tears_the_node_down(spawn, make_env):
+    robot = spawn()
+    env = make_env(robot)
+    env.reset()
+    env.step(act(0.5))
+    runtime = env.unwrapped._runtime
+
+    def interrupted(bound):
+        raise KeyboardInterrupt
+
+    env.unwrapped.interface.linger_for_delivery = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        env.close()
+    robot.wait_last(DEFAULT)
+    assert not runtime._spinner.is_alive() and not runtime.context.ok()
+
+
 def robot_and_env(spawn, make_env, *, on_stop: str, **changes: Any) -> tuple[Any, gym.Env]:
     """Return a robot and an env, reset, whose action group stops by ``on_stop``."""
     robot = spawn()
