@@ -535,12 +535,14 @@ class RosInterface(RealTimeGymInterface):
         A message that came a moment before the reset, or a sensor that skipped a beat, would
         otherwise fail the reset ('error') or flag its first observation ('wait'); waited as a
         time-step waits ('wait': ``wait_timeout``), or up to what is left of ``reset_timeout``
-        ('error'), before the policy applies.
+        ('error'), before the policy applies. Stamps ahead of the clock or of another time
+        base are not waited for: the next message would be the same, and the policy names them.
         """
         now = self.now()
         for slot in self.slots:
             policy, max_age = slot.spec.on_stale, slot.spec.max_age
-            if policy not in ('wait', 'error') or max_age is None or not slot.is_stale(now):
+            if policy not in ('wait', 'error') or max_age is None or not slot.is_stale(now) \
+                    or slot.from_the_future(now) or _other_time_base(slot.age(now)):
                 continue
             left = max(0.0, deadline - time.monotonic())
             slot.wait_newer_than(now - max_age, timeout=(
