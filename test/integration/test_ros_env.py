@@ -222,13 +222,19 @@ def test_close_leaves_the_default_action_last(spawn, make_env):
     assert len(robot.commands()) == count, 'commands after close()'
 
 
-def test_close_gives_the_safe_action_time_to_go_out_before_the_node_goes(spawn, make_env):
-    # A message published just before its node is destroyed is lost now and then, even on
-    # one host (benchmarks/delivery_at_close.py): close() lingers, bounded, in between.
+def _stepped_at_half(spawn, make_env) -> tuple[Any, gym.Env]:
+    """Return a robot and an env that reset it and stepped it once, at 0.5."""
     robot = spawn()
     env = make_env(robot)
     env.reset()
     env.step(act(0.5))
+    return robot, env
+
+
+def test_close_gives_the_safe_action_time_to_go_out_before_the_node_goes(spawn, make_env):
+    # A message published just before its node is destroyed is lost now and then, even on
+    # one host (benchmarks/delivery_at_close.py): close() lingers, bounded, in between.
+    robot, env = _stepped_at_half(spawn, make_env)
     interface = env.unwrapped.interface
     publisher = interface._publishers[0]
     lingered = []
@@ -252,10 +258,7 @@ def test_close_gives_the_safe_action_time_to_go_out_before_the_node_goes(spawn, 
 
 
 def test_a_ctrl_c_in_the_linger_at_close_still_tears_the_node_down(spawn, make_env):
-    robot = spawn()
-    env = make_env(robot)
-    env.reset()
-    env.step(act(0.5))
+    robot, env = _stepped_at_half(spawn, make_env)
     runtime = env.unwrapped._runtime
 
     def interrupted(bound):
