@@ -80,6 +80,17 @@ def _other_time_base(age: float) -> str | None:
             'time? use_sim_time must match the sensor; stamp: receive ignores its stamps')
 
 
+def _moved_if_ahead(when: float, now: float, delta: float) -> float:
+    """
+    Move a time of the old base by the clock's jump ``delta``; leave one of the new base.
+
+    The jump callback runs on the thread that set the clock, after it set it: an action sent
+    in between is stamped in the new base, at or before ``now``. A time of the old base is
+    after ``now`` (the clock went back before it), as data is for :meth:`Slot.forget_after`.
+    """
+    return when + delta if when > now else when
+
+
 class RosInterface(RealTimeGymInterface):
     """Publishes action groups, fills observation slots, calls reset/pause services."""
 
@@ -747,8 +758,8 @@ class RosInterface(RealTimeGymInterface):
                 signal.clear()
             # Times of the old base move with the clock, as the schedule does: a reward or a
             # termination counts from the last capture on, data is newer than the last action.
-            self._last_capture += delta
-            self.last_action_time += delta
+            self._last_capture = _moved_if_ahead(self._last_capture, now, delta)
+            self.last_action_time = _moved_if_ahead(self.last_action_time, now, delta)
 
     def abort_waits(self) -> None:
         """Any thread (env close): every wait of this interface returns now."""

@@ -323,6 +323,32 @@ def test_data_after_a_simulator_reset_between_steps_is_newer_than_the_action(
     assert info['capture_time'] - info['action_time'] < 0.2, info
 
 
+def test_an_action_sent_between_the_clock_going_back_and_its_jump_callback_stays_put(
+        sim_clock, sim_sensor, ros_env):
+    """
+    The callback runs after the clock was set: an action sent in between is of the new base.
+
+    Under load the executor thread sends one there; moving it again put it a reset's length
+    in the past, and ``newer_than_action`` then waited out its bound.
+    """
+    clock = sim_clock(rate=1.0)
+    sensor = sim_sensor(clock)
+    env = ros_env(sensor.ns, newer_than_action=True, newer_than_action_timeout=0.5,
+                  time_step_duration=0.1, start_obs_capture=0.05)
+    env.reset()
+    env.step(np.zeros(1, np.float32))
+    clock.jump(-990.0)
+    wait_for(lambda: env.unwrapped.now() < 500.0, 5.0, 'the env to follow /clock back')
+    env.step(np.zeros(1, np.float32))  # an action of the new base
+    interface = env.unwrapped.interface
+    sent = interface.last_action_time
+    interface.on_clock_jump(-990.0)  # that jump's callback, had the io thread been held up
+    assert interface.last_action_time == sent
+    info = env.step(np.zeros(1, np.float32))[4]
+    assert info['newer_than_action'] == {'joints': True}, info
+    assert 0.0 <= info['capture_time'] - info['action_time'] < 0.2, info
+
+
 def test_a_clock_that_goes_back_a_little_keeps_the_period_as_an_rclpy_timer_does(
         probe, sim_clock, sim_env):
     """
