@@ -174,9 +174,10 @@ class RosRuntime:
             name_claim.release()
             raise
         if self.node_name != node_name:
-            self.logger.info(f'node name {_full_name(namespace, node_name)} is taken by another '
+            placed = self.node.get_namespace()  # where a command line's __ns remap moved it
+            self.logger.info(f'node name {_full_name(placed, node_name)} is taken by another '
                              f'env of this process: this one is '
-                             f'{_full_name(namespace, self.node_name)}')
+                             f'{self.node.get_fully_qualified_name()}')
 
     def _start(self, *, node_name: str, namespace: str, use_sim_time: bool,
                domain_id: int | None, args: list[str] | None,

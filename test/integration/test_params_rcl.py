@@ -429,8 +429,9 @@ def test_a_second_env_reads_the_file_for_the_name_its_node_gets(tmp_path):
         third.close()
 
 
-def test_envs_the_scripts_ns_remap_moves_together_get_names_of_their_own(tmp_path, monkeypatch):
-    """``-r __ns:=/r5`` moves both envs to /r5: the second is rtgym_env_2, not a duplicate."""
+def test_envs_the_scripts_ns_remap_moves_together_get_names_of_their_own(
+        tmp_path, monkeypatch, capfd):
+    """``-r __ns:=/r5`` moves both envs to /r5: the second is rtgym_env_2, and says so."""
     path = tmp_path / 'robot.yaml'
     path.write_text(ROBOT.format(T='0.1', watchdog='1.0', act_in_obs='true')
                     + section('time_step_duration: 0.05', '/r5/rtgym_env_2'))
@@ -443,6 +444,9 @@ def test_envs_the_scripts_ns_remap_moves_together_get_names_of_their_own(tmp_pat
                      for env in (first, second)]
             assert names == ['/r5/rtgym_env', '/r5/rtgym_env_2']
             assert second.unwrapped.time_step_duration == 0.05
+            said = ''.join(capfd.readouterr())
+            assert ('node name /r5/rtgym_env is taken by another env of this process: this one '
+                    'is /r5/rtgym_env_2') in said, said
         finally:
             second.close()
     finally:
