@@ -329,9 +329,10 @@ def test_reset_with_reset_time_rewinds_the_sim_clock(fast_pendulum):
     before = stamp(fast_pendulum.clock.since(0.0)[-1][1])
     assert before > 1.0
     since = fast_pendulum.reset()
-    msg = fast_pendulum.clock.wait_for(lambda m: True, since=since, timeout=2.0,
-                                       what='/clock after the reset')
-    assert stamp(msg) < 1.0 < before
+    # The rewound one, not the first after reset()'s margin: under load the probe may take a
+    # /clock sent before the reset later than that.
+    fast_pendulum.clock.wait_for(lambda m: stamp(m) < 1.0, since=since, timeout=2.0,
+                                 what='/clock rewound below 1 s after the reset')
 
 
 def test_real_time_factor_zero_runs_as_fast_as_possible(fast_pendulum):
