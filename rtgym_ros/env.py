@@ -430,12 +430,23 @@ class RealTimeEnv(gymnasium.Env):
         """
         Return copies of the buffered actions.
 
-        The buffer holds the caller's own action objects (and the one default action, at every
-        reset): observations that shared them would change when one of them is changed, and
-        Gymnasium's ``check_env`` refuses that.
+        The buffer holds the env's own objects (the one default action at every reset, and
+        :meth:`_owned_action`'s copies): observations that shared them would change when one
+        of them is changed, and Gymnasium's ``check_env`` refuses that.
         """
-        return [action.copy() if isinstance(action, np.ndarray) else copy.deepcopy(action)
-                for action in self.act_buf]
+        return [_copied(action) for action in self.act_buf]
+
+    def _owned_action(self, action: Any) -> Any:
+        """
+        User thread, step(): return the env's own copy of ``action``, to buffer and hand over.
+
+        A caller may write its next action into the same array once step() returned: while
+        the action is still in the action buffer, or before it went out (a step() called
+        after t_end hands it over and returns before the executor thread sends it). Made after
+        step()'s wait, in which the caller cannot change it: an offered action is sent during
+        that wait, and a copy made before it would be one more copy, cold after the wait.
+        """
+        return _copied(action)
 
     def _truncation_reason(self, info: Any) -> str | None:
         """
@@ -534,8 +545,12 @@ class RealTimeEnv(gymnasium.Env):
             runner.offer(action)  # the executor thread starts the next step with it at t_end
         self._wait_time_step()
         taken_at = runner.withdraw()
+        if taken_at is not None:  # running already: _may_continue said what step() says
+            self._ts_running = True
+            self._awaited = taken_at + 1
         if self.benchmark:
             self.bench.end_step_join_time()
+        action = self._on_user_thread(self._owned_action, action)
         self.current_step += 1
         self.act_buf.append(action)
         if not self.running:
@@ -553,16 +568,14 @@ class RealTimeEnv(gymnasium.Env):
         truncated = reason is not None
         if truncated and isinstance(info, dict):
             info['truncated_reason'] = reason
-        if taken_at is not None:  # running already: _may_continue said what step() says
-            self._ts_running = True
-            self._awaited = taken_at + 1
-        elif not (terminated or truncated):
-            self._run_time_step(action)
-        else:
-            self._runner.release()
-            self.running = False
-            if self.wait_on_done:
-                self.wait()
+        if taken_at is None:  # else the next time-step runs already, started from the offer
+            if not (terminated or truncated):
+                self._run_time_step(action)
+            else:
+                self._runner.release()
+                self.running = False
+                if self.wait_on_done:
+                    self.wait()
         obs = self._on_user_thread(self._step_observation, obs)
         if self.benchmark:
             self.bench.end_step_time()
@@ -622,9 +635,12 @@ class RealTimeEnv(gymnasium.Env):
         value = default_action
         if isinstance(space, spaces.Box):  # any float array or list of the right values
             try:
-                value = np.asarray(default_action, dtype=space.dtype)
+                # A copy: the caller may change its own array, not the robot's safe action.
+                value = np.array(default_action, dtype=space.dtype)
             except (TypeError, ValueError):
                 pass  # refused below, as found
+        else:
+            value = _copied(default_action)
         if not space.contains(value):
             raise ValueError(f'set_default_action: expected an action of {space} (finite, in '
                              f'its bounds), got {short_repr(default_action)}')
@@ -750,6 +766,11 @@ def close_all() -> None:
                 pending.pop()  # its own failure, not a Ctrl-C: it is not tried again
     if failed is not None:
         raise failed
+
+
+def _copied(action: Any) -> Any:
+    """Return a copy of ``action`` that shares nothing with it (an array's own ``copy``)."""
+    return action.copy() if isinstance(action, np.ndarray) else copy.deepcopy(action)
 
 
 def _warn_unregistered(message: str) -> None:

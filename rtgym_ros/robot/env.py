@@ -126,6 +126,10 @@ class RosEnv(RealTimeEnv):
                 self._runtime.node, name=f'rtgym_ros: {self._runtime.node_name}',
                 period=period, collect=self._diagnostic_values))
 
+    def _owned_action(self, action: np.ndarray) -> np.ndarray:
+        """step(): the action is already the env's own array (:meth:`_checked` made it)."""
+        return action
+
     def _first_observation(self, values: dict[str, np.ndarray]) -> Any:
         return self._observation(values)
 

@@ -133,6 +133,38 @@ def test_action_buffer_contents(make_env):
     assert env.observation_space.contains(obs)
 
 
+def test_a_caller_that_reuses_its_action_array_changes_no_buffered_action(make_env):
+    env = make_env(act_buf_len=2)
+    env.reset()
+    action = np.array([0.1, 0.2], np.float32)
+    env.step(action)
+    action[:] = [0.3, 0.4]  # the caller writes its next action into the same array
+    obs = env.step(action)[0]
+    action[:] = 0.0
+    assert obs[2].tolist() == pytest.approx([0.1, 0.2])  # the buffer: the step before
+    assert obs[3].tolist() == pytest.approx([0.3, 0.4])
+
+
+def test_an_action_handed_over_late_is_sent_as_given_though_the_caller_reuses_its_array(
+        make_env):
+    # step() called after t_end returns before the executor thread sent the action.
+    env = make_env()
+    env.reset()
+    action = np.zeros(2, np.float32)
+    given = []
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # the late steps time out
+        for i in range(1, 16):
+            time.sleep(1.3 * T)
+            action[:] = 0.01 * i
+            given.append(action.tolist())
+            env.step(action)
+            action[:] = -0.5  # at once: while the executor thread may not have sent it yet
+        env.unwrapped.stop()
+    sent = [control.tolist() for control in env.unwrapped.interface.sent[1:]]
+    assert sent == given
+
+
 def test_truncation_then_step_raises(make_env):
     env = make_env(ep_max_length=3)
     env.reset()
@@ -519,6 +551,14 @@ def test_a_paused_env_wakes_its_executor_thread_only_for_its_timers(make_env):
     time.sleep(3.0)
     woken = voluntary_switches(executor_thread.native_id) - before
     assert woken <= 12, f'{woken} wake-ups in 3 s while paused'
+
+
+def test_set_default_action_keeps_its_own_copy(make_env):
+    env = make_env()
+    default = np.full(2, 0.5, np.float32)
+    env.unwrapped.set_default_action(default)
+    default[:] = 1.0  # the caller reuses its array: the robot's safe action stays
+    assert env.unwrapped.safe_action().tolist() == [0.5, 0.5]
 
 
 @pytest.mark.parametrize('bad', [[np.nan, 0.0], [5.0, 0.0], [0.0], np.zeros(3), 'stop', None])
