@@ -298,7 +298,13 @@ class TimeStepRunner:
         Lockstep: the simulator was asked for the old target; it is asked for the moved one
         (a simulator that restarted at 0 would otherwise wait for a request, and the env for
         its clock).
+
+        Only a schedule ahead of the clock is of the time before the jump. A step started on
+        the new clock before this call (a fast simulator's clock ran past the old schedule
+        while this call waited in the executor's queue) stays put.
         """
+        if not self.schedule.t_start > self._timer.now():
+            return
         self.schedule.shift(delta)
         if self._timer.armed:
             target = self._timer.target + delta

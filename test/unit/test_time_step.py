@@ -157,6 +157,42 @@ def test_backward_clock_jump_moves_the_pending_deadline():
     assert runner.done.is_set()
 
 
+def _ended_then_rewound(back: float):
+    """Step 'a' ended on the clock; then the clock went back by ``back`` s."""
+    runner, timer, recorder = make()
+    runner.prepare()
+    runner.start('a')
+    timer.advance_to(10.0 + T)
+    timer.time = 10.0 + T - back
+    return runner, timer, recorder
+
+
+def test_a_step_started_on_the_rewound_clock_before_the_jump_callback_stays_put():
+    # A fast simulator's clock ran on past the old schedule before the executor thread got to
+    # the jump callback: step 'b' started on the new clock, timed out.
+    runner, timer, recorder = _ended_then_rewound(1.0)
+    timer.time = start = 10.0 + 4 * T
+    runner.prepare()
+    runner.start('b')
+    assert recorder.outcomes[-1].start is StepStart.TIMED_OUT
+    runner.on_clock_jump(-1.0)
+    assert runner.schedule.t_start == start
+    timer.advance_to(start + C - 1e-6)
+    assert recorder.events[-1][:2] == ('send', 'b')  # no capture before t_co
+    timer.advance_to(start + C)
+    assert recorder.events[-1] == ('capture', None, start + C)
+
+
+def test_a_step_placed_at_the_old_t_end_before_the_jump_callback_moves_with_the_clock():
+    runner, timer, recorder = _ended_then_rewound(50.0)
+    runner.prepare()
+    runner.start('b')  # elastic: at the old t_end, 50 s ahead of the clock
+    runner.on_clock_jump(-50.0)
+    assert runner.schedule.t_start == pytest.approx(10.0 + T - 50.0)
+    timer.advance_to(10.0 + T - 50.0 + C)
+    assert recorder.events[-1][0] == 'capture'
+
+
 def test_abort_cancels_and_releases():
     runner, timer, recorder = make()
     runner.prepare()
