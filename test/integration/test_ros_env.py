@@ -58,6 +58,29 @@ def test_actions_reach_robot_in_order_within_a_time_step(spawn, make_env):
     assert np.median(latency) < T / 2 and latency.max() < 0.3, latency.tolist()
 
 
+def test_a_caller_that_reuses_its_action_array_gets_each_action_applied_and_buffered(
+        spawn, make_env):
+    # Late steps: step() hands the action over and returns before it is sent; the caller then
+    # writes its next action into the same array at once.
+    robot = spawn()
+    env = make_env(robot)  # act_buf_len 2
+    env.reset()
+    action = act(0.0)
+    given, buffers = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # the late steps time out
+        for i in range(1, 9):
+            time.sleep(1.3 * T)
+            action[:] = f32(0.1 * i)
+            given.append(action[0].item())
+            buffers.append(env.step(action)[0]['action_buffer'][:, 0].tolist())
+            action[:] = -0.5
+    env.close()
+    commands = robot.wait_commands(len(given) + 2)
+    assert [c['data'] for c in commands[1:-1]] == [[g] for g in given]
+    assert buffers[1:] == [[before, now] for before, now in zip(given, given[1:])]
+
+
 def test_observation_shows_the_applied_action_with_the_buffer_delay(spawn, make_env):
     robot = spawn()
     env = make_env(robot)
