@@ -36,7 +36,8 @@ class Sim:
 
     def __init__(self, probe: Probe, log_dir, *params: str, config: str = PENDULUM,
                  clock: str = '/clock', env: dict | None = None, ros_args: tuple = (),
-                 first_state: bool = True) -> None:
+                 first_state: bool = True, wall_clock: bool = False) -> None:
+        """:param wall_clock: the sim stamps on the wall clock (it publishes no /clock)."""
         self.probe = probe
         self.sim = SimProcess(log_dir, *params, config=config, module=MODULE, env=env,
                               ros_args=ros_args)
@@ -50,6 +51,7 @@ class Sim:
         self.clients = {name: node.create_client(Empty, f'{ns}/{name}') for name in SERVICES}
         self._others: List = []
         self._first_state = first_state
+        self.wall_clock = wall_clock
 
     def ready(self) -> 'Sim':
         """Wait until its services, topics (and with ``first_state`` a JointState) are up."""
@@ -113,10 +115,24 @@ class Sim:
             time.sleep(1.0 / rate)
 
     def call(self, service: str) -> float:
-        """Call a world service; return the wall time after which only newer messages come."""
+        """
+        Call a world service; return the receipt time from which only newer states come.
+
+        On wall time, that of the first JointState stamped after the call returned: a state
+        sampled before it may be published after it (the physics thread sends its batch
+        outside the lock) and arrive later than any margin on a loaded machine. On sim time
+        stamps do not say, and a caller that needs it waits for the rewound /clock itself.
+        """
+        called = time.monotonic()
         self.probe.call(self.clients[service], Empty.Request())
-        time.sleep(0.05)  # messages sent just before the call may still be on the wire
-        return time.monotonic()
+        if not self.wall_clock:
+            time.sleep(0.05)  # messages sent just before the call may still be on the wire
+            return time.monotonic()
+        done = time.time_ns()
+        received, _ = self.states.wait_for_receipt(
+            lambda m: ns_of(m) > done, since=called, timeout=5.0,
+            what=f'a JointState stamped after {service}')
+        return received
 
     def latest(self, since: float) -> JointState:
         self.states.wait_for(lambda m: True, since=since, timeout=5.0, what='a JointState')
@@ -144,7 +160,7 @@ def log_dir(tmp_path_factory):
 @pytest.fixture(scope='module')
 def pendulum(probe, log_dir):
     """Inverted pendulum on the wall clock, 0.3 s command watchdog."""
-    sim = Sim(probe, log_dir, 'command_timeout:=0.3').ready()
+    sim = Sim(probe, log_dir, 'command_timeout:=0.3', wall_clock=True).ready()
     yield sim
     sim.close()
 

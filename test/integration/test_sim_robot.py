@@ -41,9 +41,12 @@ def stamp(msg) -> float:
 class Robot:
     """A running sim plus the probe's handles on its topics and services."""
 
-    def __init__(self, probe: Probe, sim: SimProcess, prefix: str) -> None:
+    def __init__(self, probe: Probe, sim: SimProcess, prefix: str, *,
+                 wall_clock: bool = True) -> None:
+        """:param wall_clock: the sim stamps on the wall clock (it publishes no /clock)."""
         self.probe = probe
         self.sim = sim
+        self.wall_clock = wall_clock
         base = f'{sim.ns}/{prefix}'
         self.states = Recorder(probe, JointState, f'{base}/joint_states')
         self.command_pub = probe.node.create_publisher(
@@ -70,11 +73,25 @@ class Robot:
             time.sleep(1.0 / rate)
 
     def reset(self) -> float:
-        """Reset, then return the wall time after which only post-reset states arrive."""
+        """
+        Reset, then return the receipt time from which only post-reset states arrive.
+
+        On wall time, that of the first state stamped after the reset returned: a state
+        sampled before the reset may be published after it (the physics thread sends its
+        batch outside the lock) and arrive later than any margin on a loaded machine. On sim
+        time stamps do not say, and a caller waits for the rewound /clock itself.
+        """
+        called = time.monotonic()
         response = self.probe.call(self.reset_client, Trigger.Request())
         assert response.success, response.message
-        time.sleep(0.05)  # messages sent just before the reset may still be on the wire
-        return time.monotonic()
+        if not self.wall_clock:
+            time.sleep(0.05)  # messages sent just before the reset may still be on the wire
+            return time.monotonic()
+        done = time.time()
+        received, _ = self.states.wait_for_receipt(
+            lambda m: stamp(m) > done, since=called, timeout=5.0,
+            what='a JointState stamped after the reset')
+        return received
 
     def pause(self, paused: bool) -> None:
         response = self.probe.call(self.pause_client, SetBool.Request(data=paused))
@@ -116,7 +133,7 @@ def fast_pendulum(probe, log_dir):
     sim = SimProcess(log_dir, 'publish_clock:=true', 'real_time_factor:=5',
                      'clock_rate:=100', 'sensor_rate:=20.0', 'reset_time:=true')
     clock = Recorder(probe, Clock, '/clock')
-    robot = Robot(probe, sim, 'pendulum')
+    robot = Robot(probe, sim, 'pendulum', wall_clock=False)
     robot.clock = clock
     yield robot
     robot.close()

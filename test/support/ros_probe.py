@@ -116,10 +116,16 @@ class Recorder:
 
     def wait_for(self, predicate: Callable[[object], bool], *, since: float,
                  timeout: float, what: str):
+        """Return the first message received at or after ``since`` that ``predicate`` takes."""
+        return self.wait_for_receipt(predicate, since=since, timeout=timeout, what=what)[1]
+
+    def wait_for_receipt(self, predicate: Callable[[object], bool], *, since: float,
+                         timeout: float, what: str) -> tuple:
+        """Return ``(receipt time, message)`` of the first such message; fail after timeout."""
         found = []
 
         def check() -> bool:
-            found[:] = [msg for _, msg in self.since(since) if predicate(msg)]
+            found[:] = [item for item in self.since(since) if predicate(item[1])]
             return bool(found)
 
         wait_until(check, timeout, what)
