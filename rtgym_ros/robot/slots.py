@@ -79,9 +79,9 @@ class Slot:
                 self.message, self.stamp, self._newest = message, stamp, stamp
                 self._zero_header = zero_header
             else:
-                merged = self._joints.update(message, stamp, zero_header)
+                merged = self._joints.update(message, stamp, zero_header, self.count + 1)
                 if merged is None:
-                    return  # another publisher's joints: nothing of this slot changed
+                    return  # other joints, or fields left empty: nothing of this slot came
                 self.message = merged
                 self.stamp, self._newest = self._joints.oldest(), self._joints.newest()
             self.count += 1
@@ -144,6 +144,24 @@ class Slot:
         if self._joints is not None:
             return [f'{self.name}.{joint}' for joint in self._joints.unseen()]
         return [] if self.message is not None else [self.name]
+
+    def given_since(self, count: int) -> bool:
+        """
+        Say whether the messages counted after ``count`` gave all of the slot's data.
+
+        One message does for most slots; a ``JointState`` read by joint name needs every
+        configured joint and field, which several publishers may share (an arm, a gripper).
+        """
+        with self._changed:
+            return self.count > count and (
+                self._joints is None or self._joints.given_after(count))
+
+    def not_given_since(self, count: int) -> list[str]:
+        """Return what no message counted after ``count`` gave (names as ``missing``)."""
+        with self._changed:
+            if self._joints is None:
+                return [] if self.count > count else [self.name]
+            return [f'{self.name}.{name}' for name in self._joints.not_given_after(count)]
 
     def stamped_by(self, time_: float, now: float) -> list[tuple[str, float]]:
         """Return what holds data stamped at or before ``time_`` (as ``missing``), with its age."""
@@ -250,48 +268,60 @@ class _JointTable:
         self._stamps = np.full((len(self._stamped), len(joint_names)), -np.inf)
         self._zero_header = np.zeros(self._stamps.shape, bool)
         self._headers = np.full(self._stamps.shape, None, object)  # of the message stamping each
-        self._whole: tuple | None = None  # (message, stamp, zero header): read as it is
+        self._given = np.zeros(self._stamps.shape, np.int64)  # the count of the message, each
+        self._whole: tuple | None = None  # (message, stamp, zero header, count): read as it is
 
-    def update(self, message: Any, stamp: float, zero_header: bool) -> Any:
-        """Take a JointState in; return the message to read (None: it names no joint of ours)."""
+    def update(self, message: Any, stamp: float, zero_header: bool, count: int) -> Any:
+        """
+        Take a JointState in; return the message to read (None: it gives none of our data).
+
+        :param count: the slot's count of this message, kept for each joint and field it gave.
+        """
         names = tuple(message.name)
         covers = self._covers.get(names)
         if covers is None:
             covers = self._covers[names] = set(self.names) <= set(names)
             if len(self._covers) > 16:
                 self._covers.clear()
-        count = len(names)
-        if covers and all(len(getattr(message, field)) == count for field in self._fields):
+        size = len(names)
+        if covers and all(len(getattr(message, field)) == size for field in self._fields):
             # One publisher with every configured joint and field: read it as it is.
-            self._whole = (message, stamp, zero_header)
+            self._whole = (message, stamp, zero_header, count)
             self._stamps[:] = stamp
             self._zero_header[:] = zero_header
+            self._given[:] = count
             return message
         if not any(name in self._index for name in names):
             return None  # another publisher's joints
         if self._whole is not None:  # from now on, values come joint by joint
             whole, self._whole = self._whole, None
             self._absorb(*whole)
-        self._absorb(message, stamp, zero_header)
+        if not self._absorb(message, stamp, zero_header, count):
+            return None  # our joints, but none of the configured fields
         return self._merged()
 
-    def _absorb(self, message: Any, stamp: float, zero_header: bool) -> None:
+    def _absorb(self, message: Any, stamp: float, zero_header: bool, count: int) -> bool:
+        """Keep what ``message`` gives of our joints; say whether it gave a configured field."""
         where = [(i, self._index[name]) for i, name in enumerate(message.name)
                  if name in self._index]
         if not where:
-            return
+            return False
         source = np.array([i for i, _ in where])
         target = np.array([j for _, j in where])
-        count = len(message.name)
+        size = len(message.name)
         for row, field in enumerate(JOINT_ARRAYS):
             values = np.asarray(getattr(message, field), dtype=np.float64)
-            if values.size == count:
+            if values.size == size:
                 self._values[row, target] = values[source]
+        gave = False
         for row, field in enumerate(self._stamped):
-            if len(getattr(message, field)) == count:
+            if len(getattr(message, field)) == size:
                 self._stamps[row, target] = stamp
                 self._zero_header[row, target] = zero_header
                 self._headers[row, target] = message.header
+                self._given[row, target] = count
+                gave = True
+        return gave
 
     def _merged(self) -> JointState:
         """Return the values as one message, with the header of the part stamped oldest."""
@@ -303,6 +333,14 @@ class _JointTable:
             header = self._headers.flat[int(np.argmin(np.where(came, self._stamps, np.inf)))]
             merged.header.stamp, merged.header.frame_id = header.stamp, header.frame_id
         return merged
+
+    def given_after(self, count: int) -> bool:
+        """Say whether messages counted after ``count`` gave every joint's configured fields."""
+        return bool((self._given > count).all())
+
+    def not_given_after(self, count: int) -> list[str]:
+        """Joints (``joint``), or fields (``joint.field``), no message after ``count`` gave."""
+        return self._named(self._given <= count)
 
     def oldest(self) -> float:
         """Return the earliest stamp of any joint's field (-inf while one never came)."""
@@ -320,15 +358,18 @@ class _JointTable:
 
     def unseen(self) -> list[str]:
         """Joints none of whose fields came (``joint``), or some fields (``joint.field``)."""
-        unseen = []
+        return self._named(self._stamps == -np.inf)
+
+    def _named(self, cells: np.ndarray) -> list[str]:
+        """Name the marked cells: a joint all of whose fields are marked, else its fields."""
+        named = []
         for column, name in enumerate(self.names):
-            never = [field for field, stamp in zip(self._stamped, self._stamps[:, column])
-                     if stamp == -np.inf]
-            if len(never) == len(self._stamped):
-                unseen.append(name)
+            fields = [field for field, marked in zip(self._stamped, cells[:, column]) if marked]
+            if len(fields) == len(self._stamped):
+                named.append(name)
             else:
-                unseen.extend(f'{name}.{field}' for field in never)
-        return unseen
+                named.extend(f'{name}.{field}' for field in fields)
+        return named
 
     def stamped_by(self, time_: float) -> list[tuple[str, float]]:
         """Joints (``joint``), or fields (``joint.field``), stamped at or before ``time_``."""
@@ -348,6 +389,7 @@ class _JointTable:
         self._stamps[:] = -np.inf
         self._zero_header[:] = False
         self._headers[:] = None
+        self._given[:] = 0
         self._whole = None
 
 

@@ -55,6 +55,41 @@ def test_a_message_of_other_joints_changes_nothing_and_is_not_counted(tmp_path):
     assert (slot.count, slot.stamp, slot.message) == before
 
 
+def test_a_message_of_our_joints_that_leaves_their_fields_empty_is_not_counted(tmp_path):
+    slot = joints_slot(tmp_path, ('effort',), now=100.0)
+    slot.store(state(100.0, ['arm', 'gripper'], [1.0, 2.0], effort=[0.1, 0.2]))
+    before = (slot.count, slot.stamp, slot.message)
+    slot.store(state(100.5, ['arm'], [1.5]))  # a position only: no effort of ours came
+    assert (slot.count, slot.stamp, slot.message) == before
+    assert slot.given_since(0) and not slot.given_since(slot.count)
+
+
+def test_data_given_since_a_count_needs_every_joint_and_field_whoever_sends_them(tmp_path):
+    # A lockstep reset waits for this: an arm and a gripper on one /joint_states topic.
+    slot = joints_slot(tmp_path, ('position', 'effort'), now=100.0)
+    slot.store(state(100.0, ['arm', 'gripper'], [1.0, 2.0], effort=[0.1, 0.2]))
+    asked = slot.count
+    assert not slot.given_since(asked) and slot.not_given_since(asked) == ['joints.arm',
+                                                                           'joints.gripper']
+    slot.store(state(100.0, ['arm'], [1.5], effort=[0.3]))
+    assert not slot.given_since(asked) and slot.not_given_since(asked) == ['joints.gripper']
+    slot.store(state(100.0, ['gripper'], [2.5]))  # its effort left empty
+    assert not slot.given_since(asked)
+    assert slot.not_given_since(asked) == ['joints.gripper.effort']
+    slot.store(state(100.0, ['gripper'], [2.5], effort=[0.4]))
+    assert slot.given_since(asked) and slot.not_given_since(asked) == []
+
+
+def test_data_given_since_a_count_by_one_message_of_every_joint(tmp_path):
+    slot = joints_slot(tmp_path, now=100.0)
+    slot.store(state(100.0, ['arm'], [1.0]))
+    asked = slot.count
+    slot.store(state(100.0, ['gripper', 'arm'], [2.0, 1.5]))  # read as it is
+    assert slot.given_since(asked)
+    slot.store(state(100.0, ['arm'], [1.7]))  # from now on joint by joint: still given
+    assert slot.given_since(asked) and not slot.given_since(slot.count - 1)
+
+
 # -- fields left empty --------------------------------------------------------------------------
 
 
