@@ -117,6 +117,7 @@ class RosInterface(RealTimeGymInterface):
         self._publishers: list = []
         self._signals: dict[str, SignalSlot] = {}
         self._last_capture = -np.inf
+        self._jumps_back = 0  # the clock's jumps back (the io thread counts them)
         self._step_target: float | None = None
         self._step_asked: tuple[float, int | None] | None = None  # target, physics steps
         self._step_answer = 'no answer yet'
@@ -385,8 +386,16 @@ class RosInterface(RealTimeGymInterface):
             # The simulator publishes its state, then /clock, at each target: topics are not
             # ordered, so the state of this very time may come just after the clock.
             target = self.now() - SIM_TIME_SLACK
-            wait_all(self.slots, lambda slot: lambda: slot.stamp >= target,
-                     timeout=options.reset_timeout)
+            late = wait_all(self.slots, lambda slot: lambda: slot.stamp >= target,
+                            timeout=options.reset_timeout)
+            if late:  # a topic the simulator does not send at every target waits this out
+                self._log.warning('lockstep capture', (
+                    f'lockstep: no data stamped at the capture time ({self.now():.6f} s) on '
+                    f'{", ".join(self._topics[slot.name] for slot in late)} within '
+                    f'reset_timeout {options.reset_timeout} s (wall), captured as it is: in '
+                    'lockstep every observation topic must be sent at each step target (a '
+                    'sensor of a lower rate, or stamped apart from /clock, waits out the bound '
+                    'at each capture)'))
         # Bounded on the node's clock: in a free-running simulator's seconds under sim time
         # (a paused one is waited through), in wall seconds in lockstep, where the clock
         # stands still until the env advances it.
@@ -522,17 +531,24 @@ class RosInterface(RealTimeGymInterface):
             timeout = max(0.0, timeout - (time.monotonic() - start))
         counts = {slot.name: slot.count for slot in self.slots}
         baselines = {slot.name: slot.stamp for slot in self.slots}
+        jumps = self._jumps_back
         if self.spec.reset is not None:
             self._call(self.spec.reset, key='reset', seed=seed, options=options)
             since = self.now()
+            # What a slot holds once the reset returned is of before it, whatever its stamp
+            # says against this node's clock: a /clock that lags the sensors (gazebo_ros
+            # sends it at 10 Hz), a sensor clock ahead within stamp_tolerance, a reset the
+            # simulator applies after answering. Newer data is what comes after it.
+            after = {slot.name: max(since, slot.stamp) for slot in self.slots}
         else:
-            since = -np.inf  # no reset: any message is a valid first observation
+            # No reset: any message is a valid first observation.
+            after = {slot.name: -np.inf for slot in self.slots}
         for signal in self._signals.values():
             signal.clear()
         for name in self.stale_runs:
             self.stale_runs[name] = 0
         deadline = time.monotonic() + timeout
-        self._wait_for_first_messages(since, counts, baselines, timeout)
+        self._wait_for_first_messages(after, counts, baselines, jumps, timeout)
         if not self.lockstep:
             self._wait_for_fresh_first_messages(deadline)
         info = self._freshness_info()
@@ -577,24 +593,32 @@ class RosInterface(RealTimeGymInterface):
             for publisher, msg_type in wanted), bound)
         return time.monotonic() - start
 
-    def _wait_for_first_messages(self, since: float, counts: dict[str, int],
-                                 baselines: dict[str, float], timeout: float) -> None:
+    def _wait_for_first_messages(self, after: dict[str, float], counts: dict[str, int],
+                                 baselines: dict[str, float], jumps: int,
+                                 timeout: float) -> None:
         """
         One ``timeout`` for all slots together; data from before the reset never counts.
 
-        ``counts`` and ``baselines``: each slot's count and stamp before the reset was asked
-        (data of a time base the reset took back may come before its answer).
+        ``after``: each slot's data must be stamped after this (the reset's end, or what the
+        slot held then). ``counts`` and ``baselines``: each slot's count and stamp before the
+        reset was asked (data of a time base the reset took back may come before its answer);
+        ``jumps``: the clock's jumps back by then.
         """
         received = {slot.name: slot.count for slot in self.slots}  # since the reset
         if self.lockstep:
             # A paused simulator publishes its state on reset, stamped with the time it is
-            # at: any message received since the reset request is from after it.
+            # at: what messages received since the reset request gave is from after it (all
+            # of a JointState's joints, which several publishers may share).
             def ready(slot: Slot) -> Callable[[], bool]:
-                return lambda: slot.count > counts[slot.name]
+                return lambda: slot.given_since(counts[slot.name])
         else:
+            # Once the clock went back (data of the old base forgotten), what a slot holds is
+            # of the new time base, unless it is ahead of the rewound clock: ``after`` may be
+            # of the old base (the jump came after the answer) and the slot empty before.
             def ready(slot: Slot) -> Callable[[], bool]:
                 return lambda: slot.message is not None and (
-                    slot.stamp > since or slot.stamp < baselines[slot.name])
+                    slot.stamp > after[slot.name] or slot.stamp < baselines[slot.name]
+                    or self._jumps_back > jumps and not slot.from_the_future(self.now()))
         deadline = time.monotonic() + timeout
         silent = wait_all(self.slots, ready, timeout=timeout)
         rewound = [slot for slot in self.slots if slot.stamp < baselines[slot.name]]
@@ -604,14 +628,14 @@ class RosInterface(RealTimeGymInterface):
             # the old time base), then take data of the new one. A wall clock never follows:
             # the sensor's own time base went back, and its data counts as it is; so does a
             # /clock that goes on for REWIND_GRACE instead.
-            oldest = min(baselines[slot.name] for slot in rewound)
+            # Whether the clock went back is counted, not read from it: a /clock that lags
+            # the sensors (gazebo_ros sends it at 10 Hz) is behind their old stamps anyway.
             moved_on = self.now() + REWIND_GRACE
 
             def settled() -> bool:
-                now = self.now()
-                return now < oldest or now > moved_on
+                return self._jumps_back > jumps or self.now() > moved_on
             self._services.wait_until(settled, max(0.0, deadline - time.monotonic()))
-            clock_back = self.now() < oldest
+            clock_back = self._jumps_back > jumps
             if not clock_back:
                 # /clock went on: the sensor's own time base went back (a driver or a simulator
                 # plugin restarted), and its data counts as it is, as on wall time.
@@ -625,6 +649,7 @@ class RosInterface(RealTimeGymInterface):
                         f'restarted?); its data counts, {slot.age(now):.3f} s old'))
             else:
                 since = self.now() - self.spec.options.stamp_tolerance
+                after = {slot.name: since for slot in self.slots}
                 silent = wait_all(self.slots, lambda slot: lambda: slot.message is not None
                                   and slot.stamp >= since,
                                   timeout=max(0.0, deadline - time.monotonic()))
@@ -635,8 +660,12 @@ class RosInterface(RealTimeGymInterface):
                               for slot in silent)
             topics = ', '.join(self._topics[slot.name] for slot in silent)
             bound = self.spec.options.reset_timeout
-            lacking = [name for slot in silent if slot.message is not None
-                       for name in slot.missing()]
+            if self.lockstep:  # what the messages since the reset request left out
+                lacking = [name for slot in silent if slot.count > counts[slot.name]
+                           for name in slot.not_given_since(counts[slot.name])]
+            else:
+                lacking = [name for slot in silent if slot.message is not None
+                           for name in slot.missing()]
             if lacking:  # joints by name: some joints, or fields, never came
                 raise TimeoutError(
                     f'reset: no complete data on {topics} within reset_timeout {bound} s: '
@@ -645,7 +674,7 @@ class RosInterface(RealTimeGymInterface):
             now = self.now()
             late = [f'observations.{name} ({age:.3f} s old)' for slot in silent
                     if slot.count > received[slot.name]
-                    for name, age in slot.stamped_by(since, now)]
+                    for name, age in slot.stamped_by(after[slot.name], now)]
             if late:  # messages came; some joints, or all the data, stamped before the reset
                 raise TimeoutError(
                     f'reset: no data stamped after the reset on {topics} within reset_timeout '
@@ -751,6 +780,7 @@ class RosInterface(RealTimeGymInterface):
     def on_clock_jump(self, delta: float) -> None:
         """Forget data of the old time base when the clock went back (a simulator reset)."""
         if delta < 0.0:
+            self._jumps_back += 1
             now = self.now()  # the rewound time: the jump callback runs once it is set
             for slot in self.slots:
                 slot.forget_after(now)

@@ -15,10 +15,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from rclpy.time import Time
-from ros_probe import die_with_parent, Recorder, SimProcess, wait_until
+from ros_probe import die_with_parent, Recorder, RosoutLog, SimProcess, wait_until
 from rosgraph_msgs.msg import Clock
 import rtgym_ros  # noqa: F401
 from sensor_msgs.msg import JointState
+import yaml
 
 ROBOT = str(REPO / 'config' / 'robots' / 'pendulum_sim.yaml')
 LOCKSTEP = {'use_sim_time': True, 'stepping': 'lockstep', 'step': {'topic': 'step_until'}}
@@ -167,6 +168,61 @@ def test_every_reset_that_rewinds_the_clock_observes_the_new_state(lockstep_sim)
                     break
     finally:
         env.close()
+
+
+def test_a_reset_waits_for_every_joint_of_its_state_and_names_the_one_that_never_came(
+        lockstep_sim, tmp_path):
+    # A gripper's driver on the same JointState topic as the simulator: the simulator's reset
+    # state alone is not the whole state.
+    sim = lockstep_sim()
+    config = yaml.safe_load(Path(ROBOT).read_text())
+    joints = config['/**']['ros__parameters']['observations']['joints']
+    joints['joint_names'] = ['pendulum_joint', 'gripper_joint']  # no one sends the gripper's
+    del joints['low'], joints['high']
+    path = tmp_path / 'with_gripper.yaml'
+    path.write_text(yaml.safe_dump(config))
+    env = gym.make('rtgym_ros/ros-v1', robot_config=str(path), namespace=sim.ns,
+                   reset_timeout=2.0, disable_env_checker=True, **LOCKSTEP)
+    try:
+        with pytest.raises(TimeoutError, match=r'no complete data on .*/pendulum/joint_states '
+                           r'within reset_timeout 2\.0 s: messages came without '
+                           r'joints\.gripper_joint '):
+            env.reset()
+    finally:
+        env.close()
+
+
+def test_a_topic_not_sent_at_each_step_target_is_named_once_it_made_captures_wait(
+        lockstep_sim, tmp_path, probe):
+    # A gripper driver stamping its own, slower time: no data at the capture times.
+    sim = lockstep_sim()
+    gripper = probe.node.create_publisher(JointState, f'{sim.ns}/gripper/joint_states', 10)
+    stamped = JointState(name=['gripper_joint'], position=[0.5])
+    stamped.header.stamp.nanosec = 1_000_000  # 1 ms of sim time, for good
+    timer = probe.node.create_timer(0.02, lambda: gripper.publish(stamped))
+    log = RosoutLog(probe, sim.ns)
+    config = yaml.safe_load(Path(ROBOT).read_text())
+    observations = config['/**']['ros__parameters']['observations']
+    observations['names'].append('gripper')
+    observations['gripper'] = {'topic': 'gripper/joint_states',
+                               'type': 'sensor_msgs/msg/JointState',
+                               'joint_names': ['gripper_joint'], 'fields': ['position']}
+    path = tmp_path / 'with_gripper.yaml'
+    path.write_text(yaml.safe_dump(config))
+    env = gym.make('rtgym_ros/ros-v1', robot_config=str(path), namespace=sim.ns,
+                   reset_timeout=0.3, disable_env_checker=True, **LOCKSTEP)
+    try:
+        env.reset()
+        start = time.monotonic()
+        env.step(act(0.0))
+        assert time.monotonic() - start > 0.25  # the capture waited its bound
+        line = log.wait_for('lockstep: no data stamped at the capture time', 5.0)
+        assert f'on {sim.ns}/gripper/joint_states within reset_timeout 0.3 s' in line, line
+    finally:
+        env.close()
+        probe.node.destroy_timer(timer)
+        probe.node.destroy_publisher(gripper)
+        probe.node.destroy_subscription(log.sub)
 
 
 def test_a_simulator_that_does_not_advance_is_an_error(lockstep_sim):

@@ -621,6 +621,56 @@ def test_a_sensor_time_base_going_back_at_a_reset_on_sim_time_counts_once_clock_
         clock.close()
 
 
+def counting_reset(probe, namespace: str, sensor: dict, *,
+                   clock: SimClock | None = None) -> Service:
+    """Serve ``reset_world``: the sensor's position counts the resets (and ``clock`` goes to 0)."""
+    def reset(request: Empty.Request, response: Empty.Response) -> Empty.Response:
+        sensor['positions'] = [sensor['positions'][0] + 1.0]
+        if clock is not None:
+            clock.jump(-clock.sim_time)
+        return response
+    return probe.node.create_service(Empty, f'{namespace}/reset_world', reset)
+
+
+def test_a_reset_takes_no_data_of_before_it_from_a_sensor_clock_ahead(streams, make_env, probe):
+    # The sensor machine's clock is 80 ms ahead of this node's, within stamp_tolerance: the
+    # data the slot holds when the reset returns is stamped after that time, yet of before.
+    sensor = streams.joint_states(['j0'], [0.0], rate=20.0, stamp_offset=0.08)
+    service = counting_reset(probe, streams.ns, sensor)
+    try:
+        env = make_env(streams.ns, params(['j0'], reset={'service': 'reset_world'}))
+        for episode in range(1, 4):
+            obs, info = env.reset()
+            assert obs['joints'][0] == episode, (episode, obs, info)
+    finally:
+        probe.node.destroy_service(service)
+
+
+def test_a_rewinding_reset_behind_a_lagging_clock_takes_the_new_data_without_a_wait(
+        streams, make_env, probe):
+    # gazebo_ros sends /clock at 10 Hz: the sensors' stamps run up to 0.1 s ahead of it, and
+    # a reset that takes time back to 0 reaches this node's clock up to 0.1 s after the data.
+    clock = SimClock(start=100.0, hz=10.0)
+    sensor = streams.joint_states(['j0'], [0.0], rate=50.0, clock=lambda: clock.sim_time + 0.08)
+    service = counting_reset(probe, streams.ns, sensor, clock=clock)
+    try:
+        env = make_env(streams.ns, params(['j0'], use_sim_time=True, reset_timeout=RESET_BOUND,
+                                          reset={'service': 'reset_world'}))
+        for episode in range(1, 5):
+            # The first reset may find the slot empty, and the jump may come after its answer.
+            if episode > 1:
+                steps(env, 12)  # 0.6 s on: stamps of the new base stay below the old for 0.6 s
+            start = time.monotonic()
+            obs, info = env.reset()
+            took = time.monotonic() - start
+            assert obs['joints'][0] == episode and info['capture_time'] < 0.3, (obs, info)
+            # The first reset also waits for the discovery of the service.
+            assert episode == 1 or took < RESET_BOUND / 3, f'reset took {took:.1f} s'
+    finally:
+        probe.node.destroy_service(service)
+        clock.close()
+
+
 def test_a_joint_never_published_fails_reset_naming_the_topic(streams, make_env):
     streams.joint_states(['j0'], [1.0], rate=100.0)  # nobody publishes joint 'g'
     env = make_env(streams.ns, params(['j0', 'g'], reset_timeout=0.5))
