@@ -783,7 +783,7 @@ class RosInterface(RealTimeGymInterface):
             self._jumps_back += 1
             now = self.now()  # the rewound time: the jump callback runs once it is set
             for slot in self.slots:
-                slot.forget_after(now)
+                slot.forget_after(now, jumped_from=now - delta)
             for signal in self._signals.values():
                 signal.clear()
             # Times of the old base move with the clock, as the schedule does: a reward or a

@@ -89,7 +89,7 @@ class Slot:
 
     # -- any thread -----------------------------------------------------------------------------
 
-    def forget_after(self, now: float) -> None:
+    def forget_after(self, now: float, *, jumped_from: float) -> None:
         """
         Forget data stamped after ``now``: the clock has just gone back to ``now``.
 
@@ -97,20 +97,23 @@ class Slot:
         simulator sent of its new time base before the rewound ``/clock`` (DDS does not order
         messages across topics) is stamped at or before ``now``, and stays. A clock gone back
         to its origin (a simulator reset to t = 0) keeps data stamped exactly 0 too, stamped on
-        arrival: the reset state, which a zero stamp cannot tell from an unset one.
+        arrival: the reset state, which a zero stamp cannot tell from an unset one; if it came
+        within ``stamp_tolerance`` of the jump (``jumped_from``: the clock's time before it),
+        not the last message of a publisher that went silent long before.
         """
         with self._changed:
             if self._newest <= now:
                 return
             origin = now <= self._tolerance
+            since = jumped_from - self._tolerance
             if self._joints is not None:
                 if origin:
-                    self._joints.restamp_zero_headers(now)
+                    self._joints.restamp_zero_headers(now, since)
                 if self._joints.newest() <= now:
                     self.stamp, self._newest = self._joints.oldest(), self._joints.newest()
                     return
                 self._joints.clear()
-            elif origin and self._zero_header:
+            elif origin and self._zero_header and self.stamp >= since:
                 self.stamp = self._newest = now
                 return
             self.message, self.stamp, self._newest = None, -np.inf, -np.inf
@@ -350,11 +353,17 @@ class _JointTable:
         """Return the latest stamp of any joint's field (-inf before any)."""
         return float(self._stamps.max())
 
-    def restamp_zero_headers(self, now: float) -> None:
-        """Stamp at ``now`` what came with a zero header stamp (the clock went back to 0)."""
-        self._stamps[self._zero_header] = now
-        if self._whole is not None and self._whole[2]:
-            self._whole = (self._whole[0], now, True)
+    def restamp_zero_headers(self, now: float, since: float) -> None:
+        """
+        Stamp at ``now`` what came with a zero header stamp since ``since`` (stamped on arrival).
+
+        The clock went back to 0: what came just before may be the reset state.
+        """
+        recent = self._zero_header & (self._stamps >= since)
+        self._stamps[recent] = now
+        if self._whole is not None and self._whole[2] and self._whole[1] >= since:
+            message, _, zero_header, count = self._whole
+            self._whole = (message, now, zero_header, count)
 
     def unseen(self) -> list[str]:
         """Joints none of whose fields came (``joint``), or some fields (``joint.field``)."""

@@ -11,6 +11,7 @@ import threading
 
 from builtin_interfaces.msg import Time
 from config_slots import slot_from_config
+from nav_msgs.msg import Odometry
 import numpy as np
 import pytest
 from rtgym_ros.robot.slots import Slot
@@ -126,7 +127,7 @@ def test_a_malformed_field_is_not_given(tmp_path):
 def test_old_time_base_data_goes(tmp_path):
     slot = joints_slot(tmp_path)
     slot.store(state(12.5, ['arm', 'gripper'], [1.0, 2.0]))
-    slot.forget_after(0.0)  # a reset set the clock back from 12.5 s to 0
+    slot.forget_after(0.0, jumped_from=12.5)  # a reset set the clock back from 12.5 s to 0
     assert slot.missing() == ['joints.arm', 'joints.gripper']
     assert slot.stamp == -np.inf
 
@@ -134,7 +135,7 @@ def test_old_time_base_data_goes(tmp_path):
 def test_new_time_base_data_sent_before_the_rewound_clock_stays(tmp_path):
     slot = joints_slot(tmp_path)
     slot.store(state(0.001, ['arm', 'gripper'], [1.0, 2.0]))  # arrived before the new /clock
-    slot.forget_after(0.001)
+    slot.forget_after(0.001, jumped_from=12.5)
     assert slot.missing() == []
     assert slot.read().tolist() == [1.0, 2.0]
 
@@ -145,14 +146,23 @@ def test_a_reset_state_stamped_zero_before_the_rewound_clock_stays(tmp_path, nam
     if names == ['arm']:
         slot.store(state(0.0, ['gripper'], [2.0]))
     slot.store(state(0.0, names, [1.0] * len(names)))  # the reset state, before /clock's 0
-    slot.forget_after(0.0)
+    slot.forget_after(0.0, jumped_from=12.35)
     assert slot.missing() == [] and slot.stamp == 0.0
+    slot.store(state(0.01, ['arm'], [1.5]))  # from now on joint by joint
+    assert slot.read().tolist() == [1.5, 1.0 if names == ['arm', 'gripper'] else 2.0]
+
+
+def test_a_zero_stamp_of_a_publisher_silent_long_before_a_reset_goes(tmp_path):
+    slot = joints_slot(tmp_path, now=12.3)
+    slot.store(state(0.0, ['arm', 'gripper'], [1.0, 2.0]))  # unset: stamped on arrival, 12.3
+    slot.forget_after(0.0, jumped_from=15.0)  # silent for 2.7 s, then the clock went to 0
+    assert slot.missing() == ['joints.arm', 'joints.gripper']
 
 
 def test_a_zero_stamp_goes_when_the_clock_goes_back_elsewhere(tmp_path):
     slot = joints_slot(tmp_path, now=12.3)
     slot.store(state(0.0, ['arm', 'gripper'], [1.0, 2.0]))  # unset: stamped on arrival, 12.3
-    slot.forget_after(5.0)
+    slot.forget_after(5.0, jumped_from=12.3)
     assert slot.missing() == ['joints.arm', 'joints.gripper']
 
 
@@ -160,7 +170,7 @@ def test_merged_joints_go_when_any_is_of_the_old_time_base(tmp_path):
     slot = joints_slot(tmp_path)
     slot.store(state(12.5, ['gripper'], [2.0]))  # another publisher, not reset yet
     slot.store(state(0.001, ['arm'], [1.0]))
-    slot.forget_after(0.001)
+    slot.forget_after(0.001, jumped_from=12.5)
     assert slot.missing() == ['joints.arm', 'joints.gripper']
 
 
@@ -190,3 +200,14 @@ def test_a_wait_on_a_paused_simulator_clock_lasts_until(tmp_path, end):
         slot.abort()
     thread.join(5.0)
     assert result == [end == 'data comes']
+
+
+@pytest.mark.parametrize('jumped_from, kept', [(12.35, True), (15.0, False)])
+def test_a_zero_stamp_of_a_slot_read_by_field_stays_at_a_reset_only_if_it_just_came(
+        tmp_path, jumped_from, kept):
+    odometry = {'topic': 'odom', 'type': 'nav_msgs/msg/Odometry',
+                'field': 'pose.pose.position.x'}
+    slot = slot_from_config(tmp_path, 'odom', odometry, now=12.3)
+    slot.store(Odometry())  # stamp unset: stamped on arrival
+    slot.forget_after(0.0, jumped_from=jumped_from)
+    assert (slot.missing() == [], slot.stamp) == ((True, 0.0) if kept else (False, -np.inf))
