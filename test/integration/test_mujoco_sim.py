@@ -11,7 +11,8 @@ from nav_msgs.msg import Odometry
 import pytest
 from rclpy.qos import QoSProfile
 from rclpy.time import Time
-from ros_probe import CHILD_ENV, Probe, Recorder, REPO, SimProcess, wait_until
+from ros_probe import (CHILD_ENV, Probe, Recorder, REPO, SimProcess, taken_after_call,
+                       wait_until)
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import Float64MultiArray
@@ -115,24 +116,10 @@ class Sim:
             time.sleep(1.0 / rate)
 
     def call(self, service: str) -> float:
-        """
-        Call a world service; return the receipt time from which only newer states come.
-
-        On wall time, that of the first JointState stamped after the call returned: a state
-        sampled before it may be published after it (the physics thread sends its batch
-        outside the lock) and arrive later than any margin on a loaded machine. On sim time
-        stamps do not say, and a caller that needs it waits for the rewound /clock itself.
-        """
+        """Call a world service; return the receipt time from which only newer states come."""
         called = time.monotonic()
         self.probe.call(self.clients[service], Empty.Request())
-        if not self.wall_clock:
-            time.sleep(0.05)  # messages sent just before the call may still be on the wire
-            return time.monotonic()
-        done = time.time_ns()
-        received, _ = self.states.wait_for_receipt(
-            lambda m: ns_of(m) > done, since=called, timeout=5.0,
-            what=f'a JointState stamped after {service}')
-        return received
+        return taken_after_call(self.states, called, wall_clock=self.wall_clock, what=service)
 
     def latest(self, since: float) -> JointState:
         self.states.wait_for(lambda m: True, since=since, timeout=5.0, what='a JointState')

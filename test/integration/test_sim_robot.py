@@ -11,7 +11,7 @@ import pytest
 from rcl_interfaces.srv import SetParameters
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
-from ros_probe import Probe, Recorder, SimProcess, wait_until
+from ros_probe import Probe, Recorder, SimProcess, taken_after_call, wait_until
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -73,25 +73,11 @@ class Robot:
             time.sleep(1.0 / rate)
 
     def reset(self) -> float:
-        """
-        Reset, then return the receipt time from which only post-reset states arrive.
-
-        On wall time, that of the first state stamped after the reset returned: a state
-        sampled before the reset may be published after it (the physics thread sends its
-        batch outside the lock) and arrive later than any margin on a loaded machine. On sim
-        time stamps do not say, and a caller waits for the rewound /clock itself.
-        """
+        """Reset, then return the receipt time from which only post-reset states arrive."""
         called = time.monotonic()
         response = self.probe.call(self.reset_client, Trigger.Request())
         assert response.success, response.message
-        if not self.wall_clock:
-            time.sleep(0.05)  # messages sent just before the reset may still be on the wire
-            return time.monotonic()
-        done = time.time()
-        received, _ = self.states.wait_for_receipt(
-            lambda m: stamp(m) > done, since=called, timeout=5.0,
-            what='a JointState stamped after the reset')
-        return received
+        return taken_after_call(self.states, called, wall_clock=self.wall_clock, what='reset')
 
     def pause(self, paused: bool) -> None:
         response = self.probe.call(self.pause_client, SetBool.Request(data=paused))

@@ -132,6 +132,26 @@ class Recorder:
         return found[0]
 
 
+def taken_after_call(states: Recorder, called: float, *, wall_clock: bool, what: str) -> float:
+    """
+    Return the receipt time from which only states of after a call that just returned come.
+
+    ``called``: when the call was made (monotonic). On wall time, the receipt of the first
+    state stamped after now: a state sampled before the call may be published after it (a
+    physics thread sends its batch outside its lock) and arrive later than any margin on a
+    loaded machine. On sim time stamps do not say: a margin, and a caller that needs more
+    waits for the rewound /clock itself.
+    """
+    if not wall_clock:
+        time.sleep(0.05)  # messages sent just before the call may still be on the wire
+        return time.monotonic()
+    done = time.time()
+    received, _ = states.wait_for_receipt(
+        lambda m: m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 > done, since=called,
+        timeout=5.0, what=f'a state stamped after {what}')
+    return received
+
+
 class RosoutLog:
     """
     What the nodes of one namespace log, read from ``/rosout`` (late-joined lines too).
