@@ -198,7 +198,7 @@ def test_a_reset_waits_for_every_joint_of_its_state_and_names_the_one_that_never
         env.close()
 
 
-def test_a_topic_not_sent_at_each_step_target_is_named_once_it_made_captures_wait(
+def test_a_topic_not_sent_at_each_step_target_is_waited_for_once_then_named_and_let_be(
         lockstep_sim, tmp_path, probe):
     # A gripper driver stamping its own, slower time: no data at the capture times.
     sim = lockstep_sim()
@@ -216,16 +216,20 @@ def test_a_topic_not_sent_at_each_step_target_is_named_once_it_made_captures_wai
     path = tmp_path / 'with_gripper.yaml'
     path.write_text(yaml.safe_dump(config))
     env = gym.make('rtgym_ros/ros-v1', robot_config=str(path), namespace=sim.ns,
-                   reset_timeout=0.3, disable_env_checker=True, **LOCKSTEP)
+                   reset_timeout=1.0, disable_env_checker=True, **LOCKSTEP)
     try:
         wait_until(lambda: gripper.get_subscription_count() > 0, 10.0,
-                   'the env to subscribe to the gripper')  # a reset bounded by 0.3 s
+                   'the env to subscribe to the gripper')  # a reset bounded by 1 s
         env.reset()
-        start = time.monotonic()
-        env.step(act(0.0))
-        assert time.monotonic() - start > 0.25  # the capture waited its bound
+        took = []
+        for _ in range(4):
+            start = time.monotonic()
+            *_, info = env.step(act(0.0))
+            took.append(time.monotonic() - start)
+        assert took[0] > 0.9 and max(took[1:]) < 0.5, took  # the first capture waited
+        assert info['obs_ages']['gripper'] > 0.05, info  # captured as it is
         line = log.wait_for('lockstep: no data stamped at the capture time', 5.0)
-        assert f'on {sim.ns}/gripper/joint_states within reset_timeout 0.3 s' in line, line
+        assert f'on {sim.ns}/gripper/joint_states within reset_timeout 1.0 s' in line, line
     finally:
         env.close()
         probe.node.destroy_timer(timer)
