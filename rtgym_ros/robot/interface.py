@@ -555,8 +555,9 @@ class RosInterface(RealTimeGymInterface):
             since = self.now()
             # What a slot holds once the reset returned is of before it, whatever its stamp
             # says against this node's clock: a /clock that lags the sensors (gazebo_ros
-            # sends it at 10 Hz), a sensor clock ahead within stamp_tolerance, a reset the
-            # simulator applies after answering. Newer data is what comes after it.
+            # sends it at 10 Hz), a sensor clock ahead within stamp_tolerance. Newer data is
+            # what comes after it. (Data a simulator sends between its answer and a reset it
+            # applies later still counts: stamps cannot tell.)
             after = {slot.name: max(since, slot.stamp) for slot in self.slots}
         else:
             # No reset: any message is a valid first observation.
