@@ -346,6 +346,7 @@ class RosInterface(RealTimeGymInterface):
     def _publish(self, control: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Make ``control`` the last target, then publish it; return it and the one before."""
         target = np.array(control, dtype=np.float32)
+        jumps = self._jumps_back
         with self._target_lock:  # before publishing: a stop from another thread holds it
             replaced, self.last_action = self.last_action, target
         stamp = self._clock.now().to_msg()
@@ -363,6 +364,8 @@ class RosInterface(RealTimeGymInterface):
             messages.append(message)
             start += group.size
         self.last_action_time = self.now()
+        if self._jumps_back != jumps:  # the clock went back meanwhile: a time of the new base
+            self.last_action_time = self.now()
         for record, message in zip(self._sent, messages):
             if message is not None:
                 record(message, stamp)
@@ -374,10 +377,16 @@ class RosInterface(RealTimeGymInterface):
 
     def get_obs_rew_terminated_info(self) -> tuple[dict[str, np.ndarray], float, bool, dict]:
         """Capture: every slot's value by name, the reward, termination and freshness info."""
+        jumps = self._jumps_back
         self._wait_for_fresh_messages()
         info = self._freshness_info(count_runs=True)
         values = self._read_slots(info)
         since, self._last_capture = self._last_capture, info['capture_time']
+        if self._jumps_back != jumps:
+            # The clock went back during the capture, its time may be of the old base, and
+            # the jump callback may have moved the last capture before it was written here:
+            # the signals were cleared at the jump, so all they get from now on counts.
+            self._last_capture = -np.inf
         reward = self._signal_value('reward', values, info, since)
         terminated = bool(self._signal_value('termination', values, info, since))
         return values, float(reward), terminated, info
@@ -799,6 +808,8 @@ class RosInterface(RealTimeGymInterface):
     def on_clock_jump(self, delta: float) -> None:
         """Forget data of the old time base when the clock went back (a simulator reset)."""
         if delta < 0.0:
+            # Counted first and times moved last: a thread that writes a time it read before
+            # the jump, then finds the count unchanged, had its time moved (or read it after).
             self._jumps_back += 1
             now = self.now()  # the rewound time: the jump callback runs once it is set
             for slot in self.slots:

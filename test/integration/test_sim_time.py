@@ -349,6 +349,81 @@ def test_an_action_sent_between_the_clock_going_back_and_its_jump_callback_stays
     assert 0.0 <= info['capture_time'] - info['action_time'] < 0.2, info
 
 
+def jump_back_and_wait_for_its_callback(clock: SimClock, interface) -> None:
+    """Send /clock 990 s back; return once the env's jump callback ran (on its io thread)."""
+    jumps = interface._jumps_back
+    clock.jump(-990.0)
+    wait_for(lambda: interface._jumps_back > jumps, 5.0, 'the jump callback')
+
+
+def test_an_action_time_read_just_before_the_clock_went_back_is_not_left_in_the_old_base(
+        sim_clock, sim_sensor, ros_env):
+    """
+    The executor thread reads the action's time, then the io thread runs the jump callback.
+
+    The callback moves times of the old base; one written after it stayed there, and
+    ``newer_than_action`` waited out its bound for data that came after the action.
+    """
+    clock = sim_clock(rate=1.0)
+    sensor = sim_sensor(clock)
+    env = ros_env(sensor.ns, newer_than_action=True, newer_than_action_timeout=0.5,
+                  time_step_duration=0.1, start_obs_capture=0.05)
+    env.reset()
+    env.step(np.zeros(1, np.float32))
+    interface = env.unwrapped.interface
+    publisher, = interface._publishers
+    publish, now = publisher.publish, interface.now
+
+    def now_then_jump() -> float:  # the read of the action's time, then the jump
+        del interface.now
+        read = now()
+        jump_back_and_wait_for_its_callback(clock, interface)
+        return read
+
+    def publish_once(message) -> None:
+        del publisher.publish
+        publish(message)
+        interface.now = now_then_jump
+    publisher.publish = publish_once
+    info = env.step(np.zeros(1, np.float32))[4]
+    assert info['capture_time'] < 500.0, info  # the jump came within this step
+    assert info['newer_than_action'] == {'joints': True}, info
+    assert 0.0 <= info['capture_time'] - info['action_time'] < 0.2, info
+
+
+def test_a_termination_after_a_jump_back_during_a_capture_ends_the_episode(
+        sim_clock, sim_sensor, ros_env):
+    """
+    The clock goes back while the executor thread captures (a simulator reset under load).
+
+    The capture's time is of the old base: kept as the last capture, it hid every reward and
+    termination of the new base, as all were older than it.
+    """
+    clock = sim_clock(rate=1.0)
+    sensor = sim_sensor(clock)
+    env = ros_env(sensor.ns, termination={'topic': 'done'})
+    env.reset()
+    subscription, = (sub for sub in env.unwrapped._runtime.io_node.subscriptions
+                     if sub.topic_name == f'{sensor.ns}/done')
+    wait_for(lambda: sensor.done.get_subscription_count() and subscription.get_publisher_count(),
+             10.0, 'the done topic to match both ways')
+    env.step(np.zeros(1, np.float32))
+    interface = env.unwrapped.interface
+    read = interface._read_slots
+
+    def jump_then_read(info: dict) -> dict:  # the capture's time is taken: now the jump
+        del interface._read_slots
+        jump_back_and_wait_for_its_callback(clock, interface)
+        return read(info)
+    interface._read_slots = jump_then_read
+    assert env.step(np.zeros(1, np.float32))[4]['capture_time'] > 500.0
+    sensor.done.publish(Bool(data=True))
+    for _ in range(5):
+        if env.step(np.zeros(1, np.float32))[2]:
+            return
+    raise AssertionError('the true on the termination topic ended no episode')
+
+
 def test_a_clock_that_goes_back_a_little_keeps_the_period_as_an_rclpy_timer_does(
         probe, sim_clock, sim_env):
     """
