@@ -118,6 +118,8 @@ class RosInterface(RealTimeGymInterface):
         self._signals: dict[str, SignalSlot] = {}
         self._last_capture = -np.inf
         self._jumps_back = 0  # the clock's jumps back (the io thread counts them)
+        self._resets_rewind = False  # a reset of this env took /clock back: wait for it
+        self._jumps_before_reset: int | None = None  # until the episode's first capture
         self._step_target: float | None = None
         self._step_asked: tuple[float, int | None] | None = None  # target, physics steps
         self._step_answer = 'no answer yet'
@@ -378,6 +380,8 @@ class RosInterface(RealTimeGymInterface):
     def get_obs_rew_terminated_info(self) -> tuple[dict[str, np.ndarray], float, bool, dict]:
         """Capture: every slot's value by name, the reward, termination and freshness info."""
         jumps = self._jumps_back
+        if self._jumps_before_reset is not None:
+            self._learn_whether_resets_rewind(self._jumps_before_reset, after_return=True)
         self._wait_for_fresh_messages()
         info = self._freshness_info(count_runs=True)
         values = self._read_slots(info)
@@ -561,6 +565,8 @@ class RosInterface(RealTimeGymInterface):
         jumps = self._jumps_back
         if self.spec.reset is not None:
             self._call(self.spec.reset, key='reset', seed=seed, options=options)
+            if self._resets_rewind:
+                timeout = max(0.0, timeout - self._wait_for_the_rewind(jumps, timeout))
             since = self.now()
             # What a slot holds once the reset returned is of before it, whatever its stamp
             # says against this node's clock: a /clock that lags the sensors (gazebo_ros
@@ -579,9 +585,61 @@ class RosInterface(RealTimeGymInterface):
         self._wait_for_first_messages(after, counts, baselines, jumps, timeout)
         if not self.lockstep:
             self._wait_for_fresh_first_messages(deadline)
+        if self.spec.reset is not None and self._clock_reader.sim_time:
+            self._learn_whether_resets_rewind(jumps, after_return=False)
+            self._jumps_before_reset = jumps
         info = self._freshness_info()
         self._last_capture = info['capture_time']
         return self._read_slots(info), info
+
+    def _learn_whether_resets_rewind(self, jumps: int, *, after_return: bool) -> None:
+        """
+        Sim time: the clock went back since the reset was asked (``jumps`` then): so do resets.
+
+        gz-sim answers its world control reset, then applies it at its next iteration: the
+        old state goes on after the answer, stamped in the old time base, until /clock goes
+        back, and no stamp tells it from the new. Once a reset took the clock back, the next
+        ones wait for that (:meth:`_wait_for_the_rewind`). Called at the end of reset(), and
+        at the episode's first capture for a jump that came after reset() returned.
+        """
+        self._jumps_before_reset = None
+        if self._jumps_back == jumps or self._resets_rewind:
+            return
+        self._resets_rewind = True
+        if after_return:
+            self._log.warning('reset rewinds late', (
+                '/clock went back after reset() returned: the simulator answers its reset '
+                'before it applies it (gz-sim world control does), so the observation reset() '
+                'returned may be of before it; later resets wait for /clock to go back (up to '
+                f'{REWIND_GRACE} s {self._rewind_grace_clock})'))
+
+    def _wait_for_the_rewind(self, jumps: int, timeout: float) -> float:
+        """
+        Wait for the clock to go back after a reset's answer, as it did at an earlier reset.
+
+        Bounded by REWIND_GRACE of sim time (of wall time in lockstep, where the clock stands
+        still), and ``timeout``: a reset that went on without taking the clock back is said
+        once, and later resets no longer wait for it. Return the wall seconds waited.
+        """
+        start = time.monotonic()
+        if self.lockstep:
+            timeout = min(timeout, REWIND_GRACE)
+            moved_on = np.inf
+        else:
+            moved_on = self.now() + REWIND_GRACE
+        self._services.wait_until(
+            lambda: self._jumps_back > jumps or self.now() > moved_on, timeout)
+        if self._jumps_back == jumps:
+            self._resets_rewind = False
+            self._log.warning('reset no rewind', (
+                f'/clock did not go back within {REWIND_GRACE} s {self._rewind_grace_clock} '
+                'after the reset answered, as it did at an earlier reset: data after the answer '
+                'counts, and later resets no longer wait for it'))
+        return time.monotonic() - start
+
+    @property
+    def _rewind_grace_clock(self) -> str:
+        return 'of wall time (lockstep)' if self.lockstep else 'of sim time'
 
     def _wait_for_fresh_first_messages(self, deadline: float) -> None:
         """
@@ -636,9 +694,10 @@ class RosInterface(RealTimeGymInterface):
         if self.lockstep:
             # A paused simulator publishes its state on reset, stamped with the time it is
             # at: what messages received since the reset request gave is from after it (all
-            # of a JointState's joints, which several publishers may share).
+            # of a JointState's joints, which several publishers may share), unless a jump
+            # back forgot it (the old state, sent until a reset applied after its answer).
             def ready(slot: Slot) -> Callable[[], bool]:
-                return lambda: slot.given_since(counts[slot.name])
+                return lambda: slot.message is not None and slot.given_since(counts[slot.name])
         else:
             # Once the clock went back (data of the old base forgotten), what a slot holds is
             # of the new time base, unless it is ahead of the rewound clock: ``after`` may be

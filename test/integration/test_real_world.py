@@ -18,7 +18,9 @@ from rclpy.publisher import Publisher
 from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
 from rclpy.service import Service
 from rclpy.subscription import Subscription
+from rclpy.time import Time
 from ros_probe import RosoutLog, SimProcess, wait_until
+from rosgraph_msgs.msg import Clock
 import rtgym_ros  # noqa: F401
 from rtgym_ros.msgconv.fields import message_stamp
 from sensor_msgs.msg import JointState
@@ -668,6 +670,139 @@ def test_a_rewinding_reset_behind_a_lagging_clock_takes_the_new_data_without_a_w
             assert episode == 1 or took < RESET_BOUND / 3, f'reset took {took:.1f} s'
     finally:
         probe.node.destroy_service(service)
+        clock.close()
+
+
+class AnsweredThenAppliedReset:
+    """
+    Serve ``reset_world`` as gz-sim's world control does: answer, then reset ``delay`` later.
+
+    gz queues the request, answers it, and applies it at its next iteration: the old state goes
+    on after the answer, stamped in the old time base, until /clock goes back. The sensor's
+    position counts the resets; ``rewinds()`` says whether this one takes /clock back to 0.
+    Lockstep: gz runs its requests in order, each a number of physics steps: a step request
+    that comes before the reset is applied advances the new time, and one the env made before
+    it saw /clock go back (a target of the old time base) advances it as far.
+    """
+
+    def __init__(self, probe, namespace: str, sensor: dict, clock: SimClock, *,
+                 rewinds: Callable[[], bool] = lambda: True, delay: float = 0.01) -> None:
+        self._sensor, self._clock, self._rewinds, self._delay = sensor, clock, rewinds, delay
+        self._lock = threading.Lock()
+        self._pending = False
+        self._advance = 0.0  # what step requests asked while the reset was pending
+        self._rewound_by = 0.0  # by the last reset
+        self._probe = probe
+        self.service = probe.node.create_service(Empty, f'{namespace}/reset_world', self._reset)
+        self.requests = probe.node.create_subscription(Clock, f'{namespace}/step_until',
+                                                       self._step_until, 10)
+
+    def _reset(self, request: Empty.Request, response: Empty.Response) -> Empty.Response:
+        with self._lock:
+            self._pending = True
+        later = threading.Timer(self._delay, self._apply)
+        later.daemon = True
+        later.start()
+        return response
+
+    def _apply(self) -> None:
+        with self._lock:
+            self._sensor['positions'] = [self._sensor['positions'][0] + 1.0]
+            if self._rewinds():
+                self._rewound_by = self._clock.sim_time
+                self._clock.jump(-self._rewound_by)
+            self._clock.jump(self._advance)
+            self._pending, self._advance = False, 0.0
+
+    def _step_until(self, request: Clock) -> None:
+        with self._lock:
+            advance = Time.from_msg(request.clock).nanoseconds * 1e-9 - self._clock.sim_time
+            if advance > 1.0:  # of the old time base
+                advance -= self._rewound_by
+            if self._pending:
+                self._advance += advance
+            else:
+                self._clock.jump(advance)
+
+    def close(self) -> None:
+        self._probe.node.destroy_subscription(self.requests)
+        self._probe.node.destroy_service(self.service)
+
+
+def test_resets_answered_before_the_clock_goes_back_wait_for_it_once_one_did(
+        streams, make_env, probe):
+    clock = SimClock(start=100.0, hz=200.0)
+    # 30 ms of old state after each answer; the episode's first capture 0.1 s after reset().
+    sensor = streams.joint_states(['j0'], [0.0], rate=200.0, clock=lambda: clock.sim_time)
+    simulator = AnsweredThenAppliedReset(probe, streams.ns, sensor, clock, delay=0.03)
+    try:
+        env = make_env(streams.ns, params(['j0'], use_sim_time=True, reset_timeout=RESET_BOUND,
+                                          time_step_duration=0.1, start_obs_capture=0.1,
+                                          reset={'service': 'reset_world'}))
+        obs, _ = env.reset()
+        steps(env, 2)
+        if obs['joints'][0] == 0.0:  # it returned before the clock went back: said, and learnt
+            streams.log.wait_for('/clock went back after reset() returned', 10.0)
+        for episode in range(2, 5):
+            steps(env, 6)
+            start = time.monotonic()
+            obs, info = env.reset()
+            took = time.monotonic() - start
+            assert obs['joints'][0] == episode and info['capture_time'] < 0.3, (obs, info)
+            assert took < RESET_BOUND / 3, f'reset took {took:.1f} s'
+    finally:
+        simulator.close()
+        clock.close()
+
+
+def test_lockstep_resets_answered_before_the_clock_goes_back_wait_for_it_once_one_did(
+        streams, make_env, probe):
+    # A paused gz world says its joint states at every iteration, stamped with its frozen
+    # time: after the reset's answer, the old state until the reset is applied.
+    clock = SimClock(start=100.0, hz=200.0)
+    clock.paused = True
+    sensor = streams.joint_states(['j0'], [0.0], rate=200.0, clock=lambda: clock.sim_time)
+
+    simulator = AnsweredThenAppliedReset(probe, streams.ns, sensor, clock)
+    try:
+        env = make_env(streams.ns, params(['j0'], use_sim_time=True, stepping='lockstep',
+                                          step={'topic': 'step_until'},
+                                          reset_timeout=RESET_BOUND,
+                                          reset={'service': 'reset_world'}))
+        obs, _ = env.reset()
+        steps(env, 4)
+        if obs['joints'][0] == 0.0:  # it returned before the clock went back: said, and learnt
+            streams.log.wait_for('/clock went back after reset() returned', 10.0)
+        for episode in range(2, 5):
+            obs, info = env.reset()
+            assert obs['joints'][0] == episode and info['capture_time'] < 0.1, (obs, info)
+            steps(env, 4)
+    finally:
+        simulator.close()
+        clock.close()
+
+
+def test_a_reset_that_no_longer_takes_the_clock_back_is_waited_for_a_moment_once_and_said(
+        streams, make_env, probe):
+    clock = SimClock(start=100.0, hz=200.0)
+    sensor = streams.joint_states(['j0'], [0.0], rate=100.0, clock=lambda: clock.sim_time)
+    resets = []
+    simulator = AnsweredThenAppliedReset(probe, streams.ns, sensor, clock,
+                                         rewinds=lambda: len(resets) < 3)
+    try:
+        env = make_env(streams.ns, params(['j0'], use_sim_time=True, reset_timeout=RESET_BOUND,
+                                          reset={'service': 'reset_world'}))
+        for episode in range(1, 5):
+            resets.append(episode)
+            obs, info = env.reset()
+            if episode == 3:  # it waited for the jump a moment, then took what came
+                assert obs['joints'][0] == 3.0, (obs, info)
+            steps(env, 12)
+        steps(env, 20)  # 1 s: the log's throttle has flushed
+        said = [line for line in streams.log.lines() if '/clock did not go back' in line]
+        assert len(said) == 1, said  # once: the fourth reset no longer waited
+    finally:
+        simulator.close()
         clock.close()
 
 
