@@ -258,12 +258,14 @@ class RealTimeEnv(gymnasium.Env):
         Not back before the running time-step's start (jitter, not a reset): nothing moves, as
         rcl moves a ROS-time timer only when the clock went back before its last call.
         """
+        interface = getattr(self, 'interface', None)
+        getattr(interface, 'on_clock_back', lambda _: None)(delta)
         if self._runtime.now() > self._schedule.t_start:
             self._log.warning('clock jitter', f'clock went back by {-delta:.3f} s within the '
                               'running time-step: schedule and data kept')
             return
         self._log.warning('clock jump', f'clock jumped by {delta:.3f} s: schedule moved with it')
-        getattr(getattr(self, 'interface', None), 'on_clock_jump', lambda _: None)(delta)
+        getattr(interface, 'on_clock_jump', lambda _: None)(delta)
         if self._runtime.on_executor_thread():
             self._runner.on_clock_jump(delta)
         elif self._runtime.alive():

@@ -117,9 +117,11 @@ class RosInterface(RealTimeGymInterface):
         self._publishers: list = []
         self._signals: dict[str, SignalSlot] = {}
         self._last_capture = -np.inf
-        self._jumps_back = 0  # the clock's jumps back (the io thread counts them)
+        self._jumps_back = 0  # the clock's jumps back that moved its data (io thread)
+        self._clock_backs = 0  # every jump back, within a running time-step too (io thread)
         self._resets_rewind = False  # a reset of this env took /clock back: wait for it
-        self._jumps_before_reset: int | None = None  # until the episode's first capture
+        self._backs_at_reset: int | None = None  # when the last reset was asked (sim time)
+        self._first_capture_due = False  # of the episode: the reset's jump may come by then
         self._step_target: float | None = None
         self._step_asked: tuple[float, int | None] | None = None  # target, physics steps
         self._step_answer = 'no answer yet'
@@ -380,19 +382,22 @@ class RosInterface(RealTimeGymInterface):
     def get_obs_rew_terminated_info(self) -> tuple[dict[str, np.ndarray], float, bool, dict]:
         """Capture: every slot's value by name, the reward, termination and freshness info."""
         jumps = self._jumps_back
-        if self._jumps_before_reset is not None:
-            self._learn_whether_resets_rewind(self._jumps_before_reset, after_return=True)
+        if self._first_capture_due:
+            self._first_capture_due = False
+            self._learn_whether_resets_rewind(self._backs_at_reset)
         self._wait_for_fresh_messages()
         info = self._freshness_info(count_runs=True)
         values = self._read_slots(info)
         since, self._last_capture = self._last_capture, info['capture_time']
-        if self._jumps_back != jumps:
-            # The clock went back during the capture, its time may be of the old base, and
-            # the jump callback may have moved the last capture before it was written here:
-            # the signals were cleared at the jump, so all they get from now on counts.
-            self._last_capture = -np.inf
         reward = self._signal_value('reward', values, info, since)
         terminated = bool(self._signal_value('termination', values, info, since))
+        if self._jumps_back != jumps:
+            # The clock went back during the capture: its time may be of the old base, and
+            # the jump callback may have moved the last capture before it was written here.
+            # The signals were cleared at the jump: the next capture counts what this one
+            # did not take.
+            self._last_capture = max((signal.received for signal in self._signals.values()
+                                      if signal.received > since), default=-np.inf)
         return values, float(reward), terminated, info
 
     def _wait_for_fresh_messages(self) -> None:
@@ -562,17 +567,21 @@ class RosInterface(RealTimeGymInterface):
             timeout = max(0.0, timeout - (time.monotonic() - start))
         counts = {slot.name: slot.count for slot in self.slots}
         baselines = {slot.name: slot.stamp for slot in self.slots}
-        jumps = self._jumps_back
+        jumps, backs = self._jumps_back, self._clock_backs
+        may_rewind = self.spec.reset is not None and self._clock_reader.sim_time
+        if may_rewind:  # a jump back in the last episode: its reset was applied late
+            self._learn_whether_resets_rewind(self._backs_at_reset)
         if self.spec.reset is not None:
             self._call(self.spec.reset, key='reset', seed=seed, options=options)
             if self._resets_rewind:
-                timeout = max(0.0, timeout - self._wait_for_the_rewind(jumps, timeout))
+                timeout = max(0.0, timeout - self._wait_for_the_rewind(backs, timeout))
             since = self.now()
             # What a slot holds once the reset returned is of before it, whatever its stamp
             # says against this node's clock: a /clock that lags the sensors (gazebo_ros
             # sends it at 10 Hz), a sensor clock ahead within stamp_tolerance. Newer data is
             # what comes after it. (Data a simulator sends between its answer and a reset it
-            # applies later still counts: stamps cannot tell.)
+            # applies later counts too, unless an earlier reset of this env took the clock
+            # back: stamps cannot tell.)
             after = {slot.name: max(since, slot.stamp) for slot in self.slots}
         else:
             # No reset: any message is a valid first observation.
@@ -582,38 +591,37 @@ class RosInterface(RealTimeGymInterface):
         for name in self.stale_runs:
             self.stale_runs[name] = 0
         deadline = time.monotonic() + timeout
-        self._wait_for_first_messages(after, counts, baselines, jumps, timeout)
+        self._wait_for_first_messages(after, counts, baselines, (jumps, backs), timeout)
         if not self.lockstep:
             self._wait_for_fresh_first_messages(deadline)
-        if self.spec.reset is not None and self._clock_reader.sim_time:
-            self._learn_whether_resets_rewind(jumps, after_return=False)
-            self._jumps_before_reset = jumps
+        if may_rewind:
+            self._resets_rewind = self._resets_rewind or self._clock_backs > backs
+            self._backs_at_reset, self._first_capture_due = backs, True
         info = self._freshness_info()
         self._last_capture = info['capture_time']
         return self._read_slots(info), info
 
-    def _learn_whether_resets_rewind(self, jumps: int, *, after_return: bool) -> None:
+    def _learn_whether_resets_rewind(self, backs: int | None) -> None:
         """
-        Sim time: the clock went back since the reset was asked (``jumps`` then): so do resets.
+        Sim time: the clock went back after the last reset returned: so do its resets.
 
         gz-sim answers its world control reset, then applies it at its next iteration: the
         old state goes on after the answer, stamped in the old time base, until /clock goes
         back, and no stamp tells it from the new. Once a reset took the clock back, the next
-        ones wait for that (:meth:`_wait_for_the_rewind`). Called at the end of reset(), and
-        at the episode's first capture for a jump that came after reset() returned.
+        ones wait for that (:meth:`_wait_for_the_rewind`). reset() learns it from a jump back
+        before it returned; this, at the episode's first capture and at the next reset (a
+        reset applied later still). ``backs``: the clock's jumps back by the reset's request.
         """
-        self._jumps_before_reset = None
-        if self._jumps_back == jumps or self._resets_rewind:
+        if backs is None or self._resets_rewind or self._clock_backs == backs:
             return
         self._resets_rewind = True
-        if after_return:
-            self._log.warning('reset rewinds late', (
-                '/clock went back after reset() returned: the simulator answers its reset '
-                'before it applies it (gz-sim world control does), so the observation reset() '
-                'returned may be of before it; later resets wait for /clock to go back (up to '
-                f'{REWIND_GRACE} s {self._rewind_grace_clock})'))
+        self._log.warning('reset rewinds late', (
+            '/clock went back after reset() returned: the simulator answers its reset before '
+            'it applies it (gz-sim world control does), so the observation reset() returned '
+            'may be of before it; later resets wait for /clock to go back (up to '
+            f'{REWIND_GRACE} s {self._rewind_grace_clock}, within reset_timeout)'))
 
-    def _wait_for_the_rewind(self, jumps: int, timeout: float) -> float:
+    def _wait_for_the_rewind(self, backs: int, timeout: float) -> float:
         """
         Wait for the clock to go back after a reset's answer, as it did at an earlier reset.
 
@@ -628,8 +636,8 @@ class RosInterface(RealTimeGymInterface):
         else:
             moved_on = self.now() + REWIND_GRACE
         self._services.wait_until(
-            lambda: self._jumps_back > jumps or self.now() > moved_on, timeout)
-        if self._jumps_back == jumps:
+            lambda: self._clock_backs > backs or self.now() > moved_on, timeout)
+        if self._clock_backs == backs:
             self._resets_rewind = False
             self._log.warning('reset no rewind', (
                 f'/clock did not go back within {REWIND_GRACE} s {self._rewind_grace_clock} '
@@ -680,7 +688,7 @@ class RosInterface(RealTimeGymInterface):
         return time.monotonic() - start
 
     def _wait_for_first_messages(self, after: dict[str, float], counts: dict[str, int],
-                                 baselines: dict[str, float], jumps: int,
+                                 baselines: dict[str, float], jumps: tuple[int, int],
                                  timeout: float) -> None:
         """
         One ``timeout`` for all slots together; data from before the reset never counts.
@@ -688,24 +696,38 @@ class RosInterface(RealTimeGymInterface):
         ``after``: each slot's data must be stamped after this (the reset's end, or what the
         slot held then). ``counts`` and ``baselines``: each slot's count and stamp before the
         reset was asked (data of a time base the reset took back may come before its answer);
-        ``jumps``: the clock's jumps back by then.
+        ``jumps``: the clock's jumps back by then, those that moved its data and all.
         """
+        moves, backs = jumps
         received = {slot.name: slot.count for slot in self.slots}  # since the reset
+
+        def old(slot: Slot) -> bool:
+            # Once the clock went back (the old base's data forgotten), data ahead of it is of
+            # the old base: the old state, sent until a reset applied after its answer, may
+            # come after the rewound /clock. Not stamps of another time base altogether.
+            now = self.now()
+            return self._jumps_back > moves and slot.from_the_future(now) \
+                and not _other_time_base(slot.age(now))
         if self.lockstep:
             # A paused simulator publishes its state on reset, stamped with the time it is
             # at: what messages received since the reset request gave is from after it (all
             # of a JointState's joints, which several publishers may share), unless a jump
-            # back forgot it (the old state, sent until a reset applied after its answer).
+            # back forgot it, or it is of the old base.
             def ready(slot: Slot) -> Callable[[], bool]:
-                return lambda: slot.message is not None and slot.given_since(counts[slot.name])
+                return lambda: slot.message is not None \
+                    and slot.given_since(counts[slot.name]) and not old(slot)
         else:
-            # Once the clock went back (data of the old base forgotten), what a slot holds is
-            # of the new time base, unless it is ahead of the rewound clock: ``after`` may be
-            # of the old base (the jump came after the answer) and the slot empty before.
+            # Once the clock went back, what a slot holds is of the new time base unless it
+            # is old: ``after`` may be of the old base (the jump came after the answer) and
+            # the slot empty before.
             def ready(slot: Slot) -> Callable[[], bool]:
-                return lambda: slot.message is not None and (
-                    slot.stamp > after[slot.name] or slot.stamp < baselines[slot.name]
-                    or self._jumps_back > jumps and not slot.from_the_future(self.now()))
+                def check() -> bool:
+                    if slot.message is None:
+                        return False
+                    if self._jumps_back > moves:
+                        return not old(slot)
+                    return slot.stamp > after[slot.name] or slot.stamp < baselines[slot.name]
+                return check
         deadline = time.monotonic() + timeout
         silent = wait_all(self.slots, ready, timeout=timeout)
         rewound = [slot for slot in self.slots if slot.stamp < baselines[slot.name]]
@@ -720,9 +742,9 @@ class RosInterface(RealTimeGymInterface):
             moved_on = self.now() + REWIND_GRACE
 
             def settled() -> bool:
-                return self._jumps_back > jumps or self.now() > moved_on
+                return self._clock_backs > backs or self.now() > moved_on
             self._services.wait_until(settled, max(0.0, deadline - time.monotonic()))
-            clock_back = self._jumps_back > jumps
+            clock_back = self._clock_backs > backs
             if not clock_back:
                 # /clock went on: the sensor's own time base went back (a driver or a simulator
                 # plugin restarted), and its data counts as it is, as on wall time.
@@ -738,7 +760,7 @@ class RosInterface(RealTimeGymInterface):
                 since = self.now() - self.spec.options.stamp_tolerance
                 after = {slot.name: since for slot in self.slots}
                 silent = wait_all(self.slots, lambda slot: lambda: slot.message is not None
-                                  and slot.stamp >= since,
+                                  and slot.stamp >= since and not old(slot),
                                   timeout=max(0.0, deadline - time.monotonic()))
         if silent:
             graph = '; '.join(describe_publishers(self._io_node, self._topics[slot.name],
@@ -863,6 +885,17 @@ class RosInterface(RealTimeGymInterface):
         except Exception as error:  # noqa: B902 - logged; the stall check reports the rest
             self._step_answer = f'answered with an error ({error})'
             self._log.warning('step answer', f'{error}')
+
+    def on_clock_back(self, delta: float) -> None:
+        """
+        Io thread: the clock went back, by a reset or within the running time-step (jitter).
+
+        Counted for reset(): a reset just after another (no step between) takes the clock
+        back to within the time-step the first one started; the env then moves nothing
+        (:meth:`on_clock_jump` is not called), yet the reset did take it back.
+        """
+        if delta < 0.0:
+            self._clock_backs += 1
 
     def on_clock_jump(self, delta: float) -> None:
         """Forget data of the old time base when the clock went back (a simulator reset)."""

@@ -686,8 +686,11 @@ class AnsweredThenAppliedReset:
     """
 
     def __init__(self, probe, namespace: str, sensor: dict, clock: SimClock, *,
-                 rewinds: Callable[[], bool] = lambda: True, delay: float = 0.01) -> None:
+                 rewinds: Callable[[], bool] = lambda: True, delay: float = 0.01,
+                 late_old_state: bool = False) -> None:
         self._sensor, self._clock, self._rewinds, self._delay = sensor, clock, rewinds, delay
+        self._late = probe.node.create_publisher(JointState, f'{namespace}/joint_states', 10) \
+            if late_old_state else None
         self._lock = threading.Lock()
         self._pending = False
         self._advance = 0.0  # what step requests asked while the reset was pending
@@ -707,12 +710,20 @@ class AnsweredThenAppliedReset:
 
     def _apply(self) -> None:
         with self._lock:
+            old = JointState(name=['j0'], position=list(self._sensor['positions']))
+            old.header.stamp = Time(seconds=self._clock.sim_time).to_msg()
+            self._sensor['on'] = self._late is None
             self._sensor['positions'] = [self._sensor['positions'][0] + 1.0]
             if self._rewinds():
                 self._rewound_by = self._clock.sim_time
                 self._clock.jump(-self._rewound_by)
             self._clock.jump(self._advance)
             self._pending, self._advance = False, 0.0
+        if self._late is not None:  # a message of the old state, sent before, comes late
+            time.sleep(0.03)
+            self._late.publish(old)
+            time.sleep(0.03)
+            self._sensor['on'] = True
 
     def _step_until(self, request: Clock) -> None:
         with self._lock:
@@ -727,6 +738,8 @@ class AnsweredThenAppliedReset:
     def close(self) -> None:
         self._probe.node.destroy_subscription(self.requests)
         self._probe.node.destroy_service(self.service)
+        if self._late is not None:
+            self._probe.node.destroy_publisher(self._late)
 
 
 def test_resets_answered_before_the_clock_goes_back_wait_for_it_once_one_did(
@@ -777,6 +790,76 @@ def test_lockstep_resets_answered_before_the_clock_goes_back_wait_for_it_once_on
             obs, info = env.reset()
             assert obs['joints'][0] == episode and info['capture_time'] < 0.1, (obs, info)
             steps(env, 4)
+    finally:
+        simulator.close()
+        clock.close()
+
+
+@pytest.mark.parametrize('stepping', ['realtime', 'lockstep'])
+def test_the_old_state_that_comes_after_the_rewound_clock_is_not_the_reset_state(
+        streams, make_env, probe, stepping):
+    # Topics are not ordered: the old state, sent before the reset was applied, may come
+    # after the /clock that went back. It is stamped ahead of that clock: of the old base.
+    clock = SimClock(start=100.0, hz=200.0)
+    clock.paused = stepping == 'lockstep'
+    sensor = streams.joint_states(['j0'], [0.0], rate=200.0, clock=lambda: clock.sim_time)
+    simulator = AnsweredThenAppliedReset(probe, streams.ns, sensor, clock, late_old_state=True)
+    lockstep = {'stepping': 'lockstep', 'step': {'topic': 'step_until'}} \
+        if stepping == 'lockstep' else {}
+    try:
+        env = make_env(streams.ns, params(['j0'], use_sim_time=True, reset_timeout=RESET_BOUND,
+                                          time_step_duration=0.1, start_obs_capture=0.1,
+                                          reset={'service': 'reset_world'}, **lockstep))
+        env.reset()  # may be of before: the env learns that resets take the clock back
+        steps(env, 6)
+        for episode in range(2, 5):
+            obs, info = env.reset()
+            assert obs['joints'][0] == episode, (obs, info)
+            steps(env, 6)
+    finally:
+        simulator.close()
+        clock.close()
+
+
+def test_a_reset_just_after_another_is_taken_as_taking_the_clock_back(streams, make_env, probe):
+    # No step between: the clock goes back to within the time-step the first reset started,
+    # which moves no schedule; the reset did take it back all the same.
+    clock = SimClock(start=100.0, hz=200.0)
+    sensor = streams.joint_states(['j0'], [0.0], rate=200.0, clock=lambda: clock.sim_time)
+    simulator = AnsweredThenAppliedReset(probe, streams.ns, sensor, clock, delay=0.03)
+    try:
+        env = make_env(streams.ns, params(['j0'], use_sim_time=True, reset_timeout=RESET_BOUND,
+                                          time_step_duration=0.1, start_obs_capture=0.1,
+                                          reset={'service': 'reset_world'}))
+        env.reset()
+        steps(env, 6)
+        for episode in range(2, 8, 2):
+            steps(env, 6)
+            assert env.reset()[0]['joints'][0] == episode
+            obs, info = env.reset()
+            assert obs['joints'][0] == episode + 1, (obs, info)
+        steps(env, 20)  # 2 s: the log's throttle has flushed
+        said = [line for line in streams.log.lines()
+                if 'did not go back' in line or 'own time base went back' in line]
+        assert said == []
+    finally:
+        simulator.close()
+        clock.close()
+
+
+def test_a_reset_applied_after_the_first_capture_is_learnt_by_the_next_reset(
+        streams, make_env, probe):
+    clock = SimClock(start=100.0, hz=200.0)
+    sensor = streams.joint_states(['j0'], [0.0], rate=200.0, clock=lambda: clock.sim_time)
+    simulator = AnsweredThenAppliedReset(probe, streams.ns, sensor, clock, delay=0.25)
+    try:
+        env = make_env(streams.ns, params(['j0'], use_sim_time=True, reset_timeout=RESET_BOUND,
+                                          reset={'service': 'reset_world'}))
+        env.reset()
+        for episode in range(2, 5):
+            steps(env, 12)  # 0.6 s: the reset was applied within the episode
+            obs, info = env.reset()
+            assert obs['joints'][0] == episode, (obs, info)
     finally:
         simulator.close()
         clock.close()

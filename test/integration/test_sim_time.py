@@ -18,7 +18,7 @@ from ros_probe import Probe
 from rtgym_ros import DEFAULT_CONFIG_DICT, RealTimeEnv
 from sensor_msgs.msg import JointState
 from sim_clock import SimClock
-from std_msgs.msg import Bool
+from std_msgs.msg import Bool, Float64
 
 T = 0.02
 ZERO = np.zeros(2, np.float32)
@@ -422,6 +422,35 @@ def test_a_termination_after_a_jump_back_during_a_capture_ends_the_episode(
         if env.step(np.zeros(1, np.float32))[2]:
             return
     raise AssertionError('the true on the termination topic ended no episode')
+
+
+def test_a_reward_that_came_after_a_jump_back_during_a_capture_counts_once(
+        sim_clock, sim_sensor, ros_env, probe):
+    """A reward the capture the jump came within took is not taken again by the next one."""
+    clock = sim_clock(rate=1.0)
+    sensor = sim_sensor(clock)
+    env = ros_env(sensor.ns, reward={'topic': 'reward'})
+    publisher = probe.node.create_publisher(Float64, f'{sensor.ns}/reward', 10)
+    try:
+        env.reset()
+        wait_for(lambda: publisher.get_subscription_count(), 10.0, 'the reward to match')
+        env.step(np.zeros(1, np.float32))
+        interface = env.unwrapped.interface
+        read, reward = interface._read_slots, interface._signals['reward']
+
+        def jump_and_reward_then_read(info: dict) -> dict:
+            del interface._read_slots
+            jump_back_and_wait_for_its_callback(clock, interface)
+            publisher.publish(Float64(data=7.0))
+            wait_for(lambda: reward.value == 7.0, 5.0, 'the reward to come')
+            return read(info)
+        interface._read_slots = jump_and_reward_then_read
+        _, taken, *_, info = env.step(np.zeros(1, np.float32))
+        assert taken == 7.0, info
+        _, again, *_, info = env.step(np.zeros(1, np.float32))
+        assert again == 0.0 and info['reward_missing'], (again, info)
+    finally:
+        probe.node.destroy_publisher(publisher)
 
 
 def test_a_clock_that_goes_back_a_little_keeps_the_period_as_an_rclpy_timer_does(
