@@ -5,10 +5,11 @@ Plain publishers on the probe's node (its own context, over real DDS) play the r
 real ``sim_robot`` process plays a Gazebo-style simulator whose reset takes sim time back.
 """
 
+from contextlib import contextmanager
 import re
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from emulated_robots import next_name, write_config
 import gymnasium as gym
@@ -742,16 +743,39 @@ class AnsweredThenAppliedReset:
             self._probe.node.destroy_publisher(self._late)
 
 
-def test_resets_answered_before_the_clock_goes_back_wait_for_it_once_one_did(
-        streams, make_env, probe):
+@contextmanager
+def answered_then_applied(streams, probe, *, paused: bool = False,
+                          **simulator: Any) -> Iterator[AnsweredThenAppliedReset]:
+    """Run a 200 Hz /clock from 100 s (``paused``: lockstep), a 200 Hz sensor, gz's reset."""
     clock = SimClock(start=100.0, hz=200.0)
-    # 30 ms of old state after each answer; the episode's first capture 0.1 s after reset().
+    clock.paused = paused
     sensor = streams.joint_states(['j0'], [0.0], rate=200.0, clock=lambda: clock.sim_time)
-    simulator = AnsweredThenAppliedReset(probe, streams.ns, sensor, clock, delay=0.03)
+    reset = AnsweredThenAppliedReset(probe, streams.ns, sensor, clock, **simulator)
     try:
-        env = make_env(streams.ns, params(['j0'], use_sim_time=True, reset_timeout=RESET_BOUND,
-                                          time_step_duration=0.1, start_obs_capture=0.1,
-                                          reset={'service': 'reset_world'}))
+        yield reset
+    finally:
+        reset.close()
+        clock.close()
+
+
+def rewinding(lockstep: bool = False, **changes: Any) -> dict:
+    """Return the robot of the gz-style reset tests, on sim time; first capture 0.1 s on."""
+    if lockstep:
+        changes.update(stepping='lockstep', step={'topic': 'step_until'})
+    return params(['j0'], **{'use_sim_time': True, 'reset_timeout': RESET_BOUND,
+                             'time_step_duration': 0.1, 'start_obs_capture': 0.1,
+                             'reset': {'service': 'reset_world'}, **changes})
+
+
+@pytest.mark.parametrize('stepping', ['realtime', 'lockstep'])
+def test_resets_answered_before_the_clock_goes_back_wait_for_it_once_one_did(
+        streams, make_env, probe, stepping):
+    # gz answers, then resets at its next iteration: 30 ms of old state after each answer
+    # here. A paused gz world (lockstep) says its joint states at every iteration too,
+    # stamped with its frozen time.
+    lockstep = stepping == 'lockstep'
+    with answered_then_applied(streams, probe, paused=lockstep, delay=0.03):
+        env = make_env(streams.ns, rewinding(lockstep))
         obs, _ = env.reset()
         steps(env, 2)
         if obs['joints'][0] == 0.0:  # it returned before the clock went back: said, and learnt
@@ -763,36 +787,6 @@ def test_resets_answered_before_the_clock_goes_back_wait_for_it_once_one_did(
             took = time.monotonic() - start
             assert obs['joints'][0] == episode and info['capture_time'] < 0.3, (obs, info)
             assert took < RESET_BOUND / 3, f'reset took {took:.1f} s'
-    finally:
-        simulator.close()
-        clock.close()
-
-
-def test_lockstep_resets_answered_before_the_clock_goes_back_wait_for_it_once_one_did(
-        streams, make_env, probe):
-    # A paused gz world says its joint states at every iteration, stamped with its frozen
-    # time: after the reset's answer, the old state until the reset is applied.
-    clock = SimClock(start=100.0, hz=200.0)
-    clock.paused = True
-    sensor = streams.joint_states(['j0'], [0.0], rate=200.0, clock=lambda: clock.sim_time)
-
-    simulator = AnsweredThenAppliedReset(probe, streams.ns, sensor, clock)
-    try:
-        env = make_env(streams.ns, params(['j0'], use_sim_time=True, stepping='lockstep',
-                                          step={'topic': 'step_until'},
-                                          reset_timeout=RESET_BOUND,
-                                          reset={'service': 'reset_world'}))
-        obs, _ = env.reset()
-        steps(env, 4)
-        if obs['joints'][0] == 0.0:  # it returned before the clock went back: said, and learnt
-            streams.log.wait_for('/clock went back after reset() returned', 10.0)
-        for episode in range(2, 5):
-            obs, info = env.reset()
-            assert obs['joints'][0] == episode and info['capture_time'] < 0.1, (obs, info)
-            steps(env, 4)
-    finally:
-        simulator.close()
-        clock.close()
 
 
 @pytest.mark.parametrize('stepping', ['realtime', 'lockstep'])
@@ -800,37 +794,22 @@ def test_the_old_state_that_comes_after_the_rewound_clock_is_not_the_reset_state
         streams, make_env, probe, stepping):
     # Topics are not ordered: the old state, sent before the reset was applied, may come
     # after the /clock that went back. It is stamped ahead of that clock: of the old base.
-    clock = SimClock(start=100.0, hz=200.0)
-    clock.paused = stepping == 'lockstep'
-    sensor = streams.joint_states(['j0'], [0.0], rate=200.0, clock=lambda: clock.sim_time)
-    simulator = AnsweredThenAppliedReset(probe, streams.ns, sensor, clock, late_old_state=True)
-    lockstep = {'stepping': 'lockstep', 'step': {'topic': 'step_until'}} \
-        if stepping == 'lockstep' else {}
-    try:
-        env = make_env(streams.ns, params(['j0'], use_sim_time=True, reset_timeout=RESET_BOUND,
-                                          time_step_duration=0.1, start_obs_capture=0.1,
-                                          reset={'service': 'reset_world'}, **lockstep))
+    lockstep = stepping == 'lockstep'
+    with answered_then_applied(streams, probe, paused=lockstep, late_old_state=True):
+        env = make_env(streams.ns, rewinding(lockstep))
         env.reset()  # may be of before: the env learns that resets take the clock back
         steps(env, 6)
         for episode in range(2, 5):
             obs, info = env.reset()
             assert obs['joints'][0] == episode, (obs, info)
             steps(env, 6)
-    finally:
-        simulator.close()
-        clock.close()
 
 
 def test_a_reset_just_after_another_is_taken_as_taking_the_clock_back(streams, make_env, probe):
     # No step between: the clock goes back to within the time-step the first reset started,
     # which moves no schedule; the reset did take it back all the same.
-    clock = SimClock(start=100.0, hz=200.0)
-    sensor = streams.joint_states(['j0'], [0.0], rate=200.0, clock=lambda: clock.sim_time)
-    simulator = AnsweredThenAppliedReset(probe, streams.ns, sensor, clock, delay=0.03)
-    try:
-        env = make_env(streams.ns, params(['j0'], use_sim_time=True, reset_timeout=RESET_BOUND,
-                                          time_step_duration=0.1, start_obs_capture=0.1,
-                                          reset={'service': 'reset_world'}))
+    with answered_then_applied(streams, probe, delay=0.03):
+        env = make_env(streams.ns, rewinding())
         env.reset()
         steps(env, 6)
         for episode in range(2, 8, 2):
@@ -842,39 +821,24 @@ def test_a_reset_just_after_another_is_taken_as_taking_the_clock_back(streams, m
         said = [line for line in streams.log.lines()
                 if 'did not go back' in line or 'own time base went back' in line]
         assert said == []
-    finally:
-        simulator.close()
-        clock.close()
 
 
 def test_a_reset_applied_after_the_first_capture_is_learnt_by_the_next_reset(
         streams, make_env, probe):
-    clock = SimClock(start=100.0, hz=200.0)
-    sensor = streams.joint_states(['j0'], [0.0], rate=200.0, clock=lambda: clock.sim_time)
-    simulator = AnsweredThenAppliedReset(probe, streams.ns, sensor, clock, delay=0.25)
-    try:
-        env = make_env(streams.ns, params(['j0'], use_sim_time=True, reset_timeout=RESET_BOUND,
-                                          reset={'service': 'reset_world'}))
+    with answered_then_applied(streams, probe, delay=0.25):
+        env = make_env(streams.ns, rewinding(time_step_duration=T, start_obs_capture=T))
         env.reset()
         for episode in range(2, 5):
             steps(env, 12)  # 0.6 s: the reset was applied within the episode
             obs, info = env.reset()
             assert obs['joints'][0] == episode, (obs, info)
-    finally:
-        simulator.close()
-        clock.close()
 
 
 def test_a_reset_that_no_longer_takes_the_clock_back_is_waited_for_a_moment_once_and_said(
         streams, make_env, probe):
-    clock = SimClock(start=100.0, hz=200.0)
-    sensor = streams.joint_states(['j0'], [0.0], rate=100.0, clock=lambda: clock.sim_time)
     resets = []
-    simulator = AnsweredThenAppliedReset(probe, streams.ns, sensor, clock,
-                                         rewinds=lambda: len(resets) < 3)
-    try:
-        env = make_env(streams.ns, params(['j0'], use_sim_time=True, reset_timeout=RESET_BOUND,
-                                          reset={'service': 'reset_world'}))
+    with answered_then_applied(streams, probe, rewinds=lambda: len(resets) < 3):
+        env = make_env(streams.ns, rewinding(time_step_duration=T, start_obs_capture=T))
         for episode in range(1, 5):
             resets.append(episode)
             obs, info = env.reset()
@@ -884,9 +848,6 @@ def test_a_reset_that_no_longer_takes_the_clock_back_is_waited_for_a_moment_once
         steps(env, 20)  # 1 s: the log's throttle has flushed
         said = [line for line in streams.log.lines() if '/clock did not go back' in line]
         assert len(said) == 1, said  # once: the fourth reset no longer waited
-    finally:
-        simulator.close()
-        clock.close()
 
 
 def test_a_joint_never_published_fails_reset_naming_the_topic(streams, make_env):

@@ -275,14 +275,8 @@ def wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.01)
 
 
-def test_a_termination_right_after_a_simulator_reset_between_steps_ends_the_episode(
-        sim_clock, sim_sensor, ros_env):
-    """
-    A ``true`` that comes after /clock went back (a reset between steps) counts, as any other.
-
-    Reward and termination messages count from the previous capture on: a capture stamped in
-    the old time base must not hide what arrives in the new one.
-    """
+def env_with_a_done_topic(sim_clock, sim_sensor, ros_env) -> tuple:
+    """Return a 1x /clock, its sensor, and an env reset with ``done`` matched both ways."""
     clock = sim_clock(rate=1.0)
     sensor = sim_sensor(clock)
     env = ros_env(sensor.ns, termination={'topic': 'done'})
@@ -291,15 +285,31 @@ def test_a_termination_right_after_a_simulator_reset_between_steps_ends_the_epis
                      if sub.topic_name == f'{sensor.ns}/done')
     wait_for(lambda: sensor.done.get_subscription_count() and subscription.get_publisher_count(),
              10.0, 'the done topic to match both ways')
-    for _ in range(3):
-        env.step(np.zeros(1, np.float32))
-    clock.jump(-990.0)  # the simulator was reset (Gazebo's /reset_simulation)
-    wait_for(lambda: env.unwrapped.now() < 500.0, 5.0, 'the env to follow /clock back')
+    return clock, sensor, env
+
+
+def assert_a_true_on_done_ends_the_episode(sensor, env) -> None:
     sensor.done.publish(Bool(data=True))
     for _ in range(5):
         if env.step(np.zeros(1, np.float32))[2]:
             return
     raise AssertionError('the true on the termination topic ended no episode')
+
+
+def test_a_termination_right_after_a_simulator_reset_between_steps_ends_the_episode(
+        sim_clock, sim_sensor, ros_env):
+    """
+    A ``true`` that comes after /clock went back (a reset between steps) counts, as any other.
+
+    Reward and termination messages count from the previous capture on: a capture stamped in
+    the old time base must not hide what arrives in the new one.
+    """
+    clock, sensor, env = env_with_a_done_topic(sim_clock, sim_sensor, ros_env)
+    for _ in range(3):
+        env.step(np.zeros(1, np.float32))
+    clock.jump(-990.0)  # the simulator was reset (Gazebo's /reset_simulation)
+    wait_for(lambda: env.unwrapped.now() < 500.0, 5.0, 'the env to follow /clock back')
+    assert_a_true_on_done_ends_the_episode(sensor, env)
 
 
 def test_data_after_a_simulator_reset_between_steps_is_newer_than_the_action(
@@ -323,6 +333,17 @@ def test_data_after_a_simulator_reset_between_steps_is_newer_than_the_action(
     assert info['capture_time'] - info['action_time'] < 0.2, info
 
 
+def env_newer_than_action_one_step_on(sim_clock, sim_sensor, ros_env) -> tuple:
+    """Return a 1x /clock and an env under ``newer_than_action`` (0.5 s), reset, one step on."""
+    clock = sim_clock(rate=1.0)
+    sensor = sim_sensor(clock)
+    env = ros_env(sensor.ns, newer_than_action=True, newer_than_action_timeout=0.5,
+                  time_step_duration=0.1, start_obs_capture=0.05)
+    env.reset()
+    env.step(np.zeros(1, np.float32))
+    return clock, env
+
+
 def test_an_action_sent_between_the_clock_going_back_and_its_jump_callback_stays_put(
         sim_clock, sim_sensor, ros_env):
     """
@@ -331,12 +352,7 @@ def test_an_action_sent_between_the_clock_going_back_and_its_jump_callback_stays
     Under load the executor thread sends one there; moving it again put it a reset's length
     in the past, and ``newer_than_action`` then waited out its bound.
     """
-    clock = sim_clock(rate=1.0)
-    sensor = sim_sensor(clock)
-    env = ros_env(sensor.ns, newer_than_action=True, newer_than_action_timeout=0.5,
-                  time_step_duration=0.1, start_obs_capture=0.05)
-    env.reset()
-    env.step(np.zeros(1, np.float32))
+    clock, env = env_newer_than_action_one_step_on(sim_clock, sim_sensor, ros_env)
     clock.jump(-990.0)
     wait_for(lambda: env.unwrapped.now() < 500.0, 5.0, 'the env to follow /clock back')
     env.step(np.zeros(1, np.float32))  # an action of the new base
@@ -364,12 +380,7 @@ def test_an_action_time_read_just_before_the_clock_went_back_is_not_left_in_the_
     The callback moves times of the old base; one written after it stayed there, and
     ``newer_than_action`` waited out its bound for data that came after the action.
     """
-    clock = sim_clock(rate=1.0)
-    sensor = sim_sensor(clock)
-    env = ros_env(sensor.ns, newer_than_action=True, newer_than_action_timeout=0.5,
-                  time_step_duration=0.1, start_obs_capture=0.05)
-    env.reset()
-    env.step(np.zeros(1, np.float32))
+    clock, env = env_newer_than_action_one_step_on(sim_clock, sim_sensor, ros_env)
     interface = env.unwrapped.interface
     publisher, = interface._publishers
     publish, now = publisher.publish, interface.now
@@ -399,14 +410,7 @@ def test_a_termination_after_a_jump_back_during_a_capture_ends_the_episode(
     The capture's time is of the old base: kept as the last capture, it hid every reward and
     termination of the new base, as all were older than it.
     """
-    clock = sim_clock(rate=1.0)
-    sensor = sim_sensor(clock)
-    env = ros_env(sensor.ns, termination={'topic': 'done'})
-    env.reset()
-    subscription, = (sub for sub in env.unwrapped._runtime.io_node.subscriptions
-                     if sub.topic_name == f'{sensor.ns}/done')
-    wait_for(lambda: sensor.done.get_subscription_count() and subscription.get_publisher_count(),
-             10.0, 'the done topic to match both ways')
+    clock, sensor, env = env_with_a_done_topic(sim_clock, sim_sensor, ros_env)
     env.step(np.zeros(1, np.float32))
     interface = env.unwrapped.interface
     read = interface._read_slots
@@ -417,11 +421,7 @@ def test_a_termination_after_a_jump_back_during_a_capture_ends_the_episode(
         return read(info)
     interface._read_slots = jump_then_read
     assert env.step(np.zeros(1, np.float32))[4]['capture_time'] > 500.0
-    sensor.done.publish(Bool(data=True))
-    for _ in range(5):
-        if env.step(np.zeros(1, np.float32))[2]:
-            return
-    raise AssertionError('the true on the termination topic ended no episode')
+    assert_a_true_on_done_ends_the_episode(sensor, env)
 
 
 def test_a_reward_that_came_after_a_jump_back_during_a_capture_counts_once(
