@@ -21,6 +21,7 @@ from sim_clock import SimClock
 from std_msgs.msg import Bool, Float64
 
 T = 0.02
+LONG_STEP = 0.5  # s: a step() made just after the last returned is in time, whatever the load
 ZERO = np.zeros(2, np.float32)
 
 
@@ -275,11 +276,11 @@ def wait_for(predicate, timeout: float, what: str) -> None:
         time.sleep(0.01)
 
 
-def env_with_a_done_topic(sim_clock, sim_sensor, ros_env) -> tuple:
+def env_with_a_done_topic(sim_clock, sim_sensor, ros_env, **changes) -> tuple:
     """Return a 1x /clock, its sensor, and an env reset with ``done`` matched both ways."""
     clock = sim_clock(rate=1.0)
     sensor = sim_sensor(clock)
-    env = ros_env(sensor.ns, termination={'topic': 'done'})
+    env = ros_env(sensor.ns, termination={'topic': 'done'}, **changes)
     env.reset()
     subscription, = (sub for sub in env.unwrapped._runtime.io_node.subscriptions
                      if sub.topic_name == f'{sensor.ns}/done')
@@ -333,12 +334,13 @@ def test_data_after_a_simulator_reset_between_steps_is_newer_than_the_action(
     assert info['capture_time'] - info['action_time'] < 0.2, info
 
 
-def env_newer_than_action_one_step_on(sim_clock, sim_sensor, ros_env) -> tuple:
+def env_newer_than_action_one_step_on(sim_clock, sim_sensor, ros_env, *,
+                                      time_step_duration: float = 0.1) -> tuple:
     """Return a 1x /clock and an env under ``newer_than_action`` (0.5 s), reset, one step on."""
     clock = sim_clock(rate=1.0)
     sensor = sim_sensor(clock)
     env = ros_env(sensor.ns, newer_than_action=True, newer_than_action_timeout=0.5,
-                  time_step_duration=0.1, start_obs_capture=0.05)
+                  time_step_duration=time_step_duration, start_obs_capture=0.05)
     env.reset()
     env.step(np.zeros(1, np.float32))
     return clock, env
@@ -380,7 +382,10 @@ def test_an_action_time_read_just_before_the_clock_went_back_is_not_left_in_the_
     The callback moves times of the old base; one written after it stayed there, and
     ``newer_than_action`` waited out its bound for data that came after the action.
     """
-    clock, env = env_newer_than_action_one_step_on(sim_clock, sim_sensor, ros_env)
+    # A long step: the next step() comes before its end (a late one returns before its
+    # action is sent), whatever the load.
+    clock, env = env_newer_than_action_one_step_on(sim_clock, sim_sensor, ros_env,
+                                                   time_step_duration=LONG_STEP)
     interface = env.unwrapped.interface
     publisher, = interface._publishers
     publish, now = publisher.publish, interface.now
@@ -410,7 +415,8 @@ def test_a_termination_after_a_jump_back_during_a_capture_ends_the_episode(
     The capture's time is of the old base: kept as the last capture, it hid every reward and
     termination of the new base, as all were older than it.
     """
-    clock, sensor, env = env_with_a_done_topic(sim_clock, sim_sensor, ros_env)
+    clock, sensor, env = env_with_a_done_topic(sim_clock, sim_sensor, ros_env,
+                                               time_step_duration=LONG_STEP)
     env.step(np.zeros(1, np.float32))
     interface = env.unwrapped.interface
     read = interface._read_slots
@@ -429,7 +435,7 @@ def test_a_reward_that_came_after_a_jump_back_during_a_capture_counts_once(
     """A reward the capture the jump came within took is not taken again by the next one."""
     clock = sim_clock(rate=1.0)
     sensor = sim_sensor(clock)
-    env = ros_env(sensor.ns, reward={'topic': 'reward'})
+    env = ros_env(sensor.ns, reward={'topic': 'reward'}, time_step_duration=LONG_STEP)
     publisher = probe.node.create_publisher(Float64, f'{sensor.ns}/reward', 10)
     try:
         env.reset()
