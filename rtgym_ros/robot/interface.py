@@ -134,10 +134,10 @@ class RosInterface(RealTimeGymInterface):
             self._io_node, name, type_name))
         self.stale_counts = {slot.name: 0 for slot in spec.observations}
         self.stale_runs = {slot.name: 0 for slot in spec.observations}
+        """Captures in a row each slot has been stale for (0: fresh at the last capture)."""
         # Lockstep: captures in a row at which each slot's data was at the capture time (2:
         # it keeps up, and the next capture waits for it).
         self._at_targets = {slot.name: 2 for slot in spec.observations}
-        """Captures in a row each slot has been stale for (0: fresh at the last capture)."""
 
     # -- wiring -------------------------------------------------------------------------------
 
@@ -630,20 +630,28 @@ class RosInterface(RealTimeGymInterface):
         once, and later resets no longer wait for it. Return the wall seconds waited.
         """
         start = time.monotonic()
-        if self.lockstep:
-            timeout = min(timeout, REWIND_GRACE)
-            moved_on = np.inf
-        else:
-            moved_on = self.now() + REWIND_GRACE
-        self._services.wait_until(
-            lambda: self._clock_backs > backs or self.now() > moved_on, timeout)
-        if self._clock_backs == backs:
+        if not self._went_back_within_grace(backs, timeout):
             self._resets_rewind = False
             self._log.warning('reset no rewind', (
                 f'/clock did not go back within {REWIND_GRACE} s {self._rewind_grace_clock} '
                 'after the reset answered, as it did at an earlier reset: data after the answer '
                 'counts, and later resets no longer wait for it'))
         return time.monotonic() - start
+
+    def _went_back_within_grace(self, backs: int, timeout: float) -> bool:
+        """
+        Wait until the clock went back (past ``backs`` jumps back) or went on REWIND_GRACE.
+
+        Of sim time; of wall time in lockstep, where the clock stands still. At most
+        ``timeout`` wall seconds. Return whether it went back.
+        """
+        if self.lockstep:
+            timeout, moved_on = min(timeout, REWIND_GRACE), np.inf
+        else:
+            moved_on = self.now() + REWIND_GRACE
+        self._services.wait_until(
+            lambda: self._clock_backs > backs or self.now() > moved_on, timeout)
+        return self._clock_backs > backs
 
     @property
     def _rewind_grace_clock(self) -> str:
@@ -739,13 +747,7 @@ class RosInterface(RealTimeGymInterface):
             # /clock that goes on for REWIND_GRACE instead.
             # Whether the clock went back is counted, not read from it: a /clock that lags
             # the sensors (gazebo_ros sends it at 10 Hz) is behind their old stamps anyway.
-            moved_on = self.now() + REWIND_GRACE
-
-            def settled() -> bool:
-                return self._clock_backs > backs or self.now() > moved_on
-            self._services.wait_until(settled, max(0.0, deadline - time.monotonic()))
-            clock_back = self._clock_backs > backs
-            if not clock_back:
+            if not self._went_back_within_grace(backs, max(0.0, deadline - time.monotonic())):
                 # /clock went on: the sensor's own time base went back (a driver or a simulator
                 # plugin restarted), and its data counts as it is, as on wall time.
                 now = self.now()
