@@ -5,7 +5,7 @@ Plain publishers on the probe's node (its own context, over real DDS) play the r
 real ``sim_robot`` process plays a Gazebo-style simulator whose reset takes sim time back.
 """
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 import re
 import threading
 import time
@@ -45,25 +45,28 @@ class Streams:
     def joint_states(self, names: list[str], positions: list[float], *, rate: float,
                      stamp_offset: float = 0.0, efforts: list[float] | None = None,
                      stamped: bool = True, qos: Any = 10,
-                     clock: Callable[[], float] | None = None, frame_id: str = '') -> dict:
+                     clock: Callable[[], float] | None = None, frame_id: str = '',
+                     lock: Any = None) -> dict:
         """
         Publish JointState ``names`` at ``rate`` Hz (no efforts: left empty); steer it.
 
         ``clock``: the stamps' time base in seconds (a simulator's); the probe's clock if None.
+        ``lock``: held while a message's values and stamp are read (a reset changes both).
         """
         publisher = self._probe.node.create_publisher(JointState, f'{self.ns}/joint_states',
                                                       qos)
         state = {'positions': positions, 'on': True, 'stamp_offset': stamp_offset}
 
         def publish() -> None:
-            if not state['on'] or self.closing:
-                return
-            message = JointState(name=names, position=list(state['positions']),
-                                 effort=efforts or [])
-            message.header.frame_id = frame_id
-            if stamped:  # else a zero stamp: the env stamps it on arrival
+            with lock or nullcontext():
+                if not state['on'] or self.closing:
+                    return
+                positions = list(state['positions'])
                 stamp = (self._probe.node.get_clock().now().nanoseconds * 1e-9
                          if clock is None else clock())
+            message = JointState(name=names, position=positions, effort=efforts or [])
+            message.header.frame_id = frame_id
+            if stamped:  # else a zero stamp: the env stamps it on arrival
                 stamp += state['stamp_offset']
                 message.header.stamp.sec = int(stamp)
                 message.header.stamp.nanosec = int((stamp - int(stamp)) * 1e9)
@@ -686,13 +689,13 @@ class AnsweredThenAppliedReset:
     it saw /clock go back (a target of the old time base) advances it as far.
     """
 
-    def __init__(self, probe, namespace: str, sensor: dict, clock: SimClock, *,
-                 rewinds: Callable[[], bool] = lambda: True, delay: float = 0.01,
-                 late_old_state: bool = False) -> None:
+    def __init__(self, probe, namespace: str, sensor: dict, clock: SimClock,
+                 lock: threading.Lock, *, rewinds: Callable[[], bool] = lambda: True,
+                 delay: float = 0.01, late_old_state: bool = False) -> None:
         self._sensor, self._clock, self._rewinds, self._delay = sensor, clock, rewinds, delay
         self._late = probe.node.create_publisher(JointState, f'{namespace}/joint_states', 10) \
             if late_old_state else None
-        self._lock = threading.Lock()
+        self._lock = lock  # the sensor's: a message is all of before or all of after a reset
         self._pending = False
         self._advance = 0.0  # what step requests asked while the reset was pending
         self._rewound_by = 0.0  # by the last reset
@@ -749,8 +752,10 @@ def answered_then_applied(streams, probe, *, paused: bool = False,
     """Run a 200 Hz /clock from 100 s (``paused``: lockstep), a 200 Hz sensor, gz's reset."""
     clock = SimClock(start=100.0, hz=200.0)
     clock.paused = paused
-    sensor = streams.joint_states(['j0'], [0.0], rate=200.0, clock=lambda: clock.sim_time)
-    reset = AnsweredThenAppliedReset(probe, streams.ns, sensor, clock, **simulator)
+    lock = threading.Lock()
+    sensor = streams.joint_states(['j0'], [0.0], rate=200.0, clock=lambda: clock.sim_time,
+                                  lock=lock)
+    reset = AnsweredThenAppliedReset(probe, streams.ns, sensor, clock, lock, **simulator)
     try:
         yield reset
     finally:
