@@ -130,8 +130,9 @@ class RosInterface(RealTimeGymInterface):
         self._graph_watch: GraphWatch | None = None
         self._clients: dict[int, Any] = {}
         self.paused = False
-        self._services = ServiceCaller(lambda name, type_name: describe_service(
-            self._io_node, name, type_name))
+        self._services = ServiceCaller(
+            lambda name, type_name: describe_service(self._io_node, name, type_name),
+            warn=lambda kind, message: self._log.warning(kind, message))
         self.stale_counts = {slot.name: 0 for slot in spec.observations}
         self.stale_runs = {slot.name: 0 for slot in spec.observations}
         """Captures in a row each slot has been stale for (0: fresh at the last capture)."""
@@ -572,9 +573,13 @@ class RosInterface(RealTimeGymInterface):
         if may_rewind:  # a jump back in the last episode: its reset was applied late
             self._learn_whether_resets_rewind(self._backs_at_reset)
         if self.spec.reset is not None:
-            self._call(self.spec.reset, key='reset', seed=seed, options=options)
+            # A request sent again (its answer lost) may be served as well: gz applies each
+            # one it got, so the clock goes back once more after the last request went out.
+            sent_at = [backs]  # the clock's jumps back as each request went out
+            self._call(self.spec.reset, key='reset', seed=seed, options=options,
+                       sent=lambda: sent_at.append(self._clock_backs))
             if self._resets_rewind:
-                timeout = max(0.0, timeout - self._wait_for_the_rewind(backs, timeout))
+                timeout = max(0.0, timeout - self._wait_for_the_rewind(sent_at[-1], timeout))
             since = self.now()
             # What a slot holds once the reset returned is of before it, whatever its stamp
             # says against this node's clock: a /clock that lags the sensors (gazebo_ros
@@ -808,11 +813,13 @@ class RosInterface(RealTimeGymInterface):
             self._call(self.spec.pause, key='pause')
             self.paused = True
 
-    def _call(self, service: ServiceSpec, *, key: str, **kwargs: Any) -> None:
+    def _call(self, service: ServiceSpec, *, key: str, sent: Callable[[], None] = lambda: None,
+              **kwargs: Any) -> None:
+        """Call a configured service or function; ``sent``: as each request goes out."""
         if service.function is not None:
             service.function(self._node, **kwargs)
             return
-        self._services.call(service, self._clients[id(service)], key=key)
+        self._services.call(service, self._clients[id(service)], key=key, sent=sent)
 
     # -- lockstep -----------------------------------------------------------------------------
 

@@ -160,17 +160,21 @@ def _check_response_field(service_type: type, path: str, *, key: str) -> None:
 class ServiceCaller:
     """Call configured services on a client, bounded, abortable from another thread."""
 
-    def __init__(self, describe: Callable[[str, str], str]) -> None:
+    def __init__(self, describe: Callable[[str, str], str],
+                 warn: Callable[[str, str], None] = lambda kind, message: None) -> None:
         self._describe = describe
+        self._warn = warn  # (kind, message): a request sent again is said
         self.aborted = threading.Event()
 
     def call(self, spec: ServiceSpec, client: Any, *, key: str,
-             fields: dict[str, Any] | None = None) -> Any:
+             fields: dict[str, Any] | None = None,
+             sent: Callable[[], None] = lambda: None) -> Any:
         """
         Send the request (with ``fields`` on top of the config's); return the response.
 
         ``spec.timeout`` bounds the whole call: the wait for the server and the wait for its
-        answer share one deadline.
+        answer share one deadline. ``sent`` is called as each request goes out: when an
+        answer is lost, every request may have been served, and the answered one is the last.
         """
         type_name = interface_name(spec.service_type)
         start = time.monotonic()
@@ -183,6 +187,7 @@ class ServiceCaller:
         request = build_request(spec.service_type, {**spec.request, **(fields or {})}, key=key)
         while True:
             done = threading.Event()
+            sent()
             future = client.call_async(request)
             future.add_done_callback(lambda _: done.set())
             remaining = deadline - time.monotonic()
@@ -195,6 +200,10 @@ class ServiceCaller:
                     f'{key}: service {client.srv_name} did not answer within {spec.timeout} s '
                     f'(the bound of the call; it was available after {ready_after:.2f} s): '
                     f'{self._describe(client.srv_name, type_name)}')
+            self._warn(f'{key} sent again', (
+                f'{key}: service {client.srv_name} did not answer within {RETRY_PERIOD:g} s: '
+                'the request is sent again (retry: true), so the server may serve it twice; '
+                'set retry: false for a service that must not run twice'))
         response = future.result()
         check_response(spec, response, key=key, service=client.srv_name)
         return response

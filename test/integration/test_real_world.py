@@ -19,11 +19,13 @@ from rclpy.publisher import Publisher
 from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
 from rclpy.service import Service
 from rclpy.subscription import Subscription
+from rclpy.task import Future
 from rclpy.time import Time
 from ros_probe import RosoutLog, SimProcess, wait_until
 from rosgraph_msgs.msg import Clock
 import rtgym_ros  # noqa: F401
 from rtgym_ros.msgconv.fields import message_stamp
+from rtgym_ros.robot.services import RETRY_PERIOD
 from sensor_msgs.msg import JointState
 from sim_clock import SimClock
 from std_msgs.msg import Bool, Float64, Float64MultiArray
@@ -629,7 +631,7 @@ def test_a_sensor_time_base_going_back_at_a_reset_on_sim_time_counts_once_clock_
 
 def counting_reset(probe, namespace: str, sensor: dict, *,
                    clock: SimClock | None = None) -> Service:
-    """Serve ``reset_world``: the sensor's position counts the resets (and ``clock`` goes to 0)."""
+    """Serve ``reset_world``: the sensor's position counts the requests (``clock`` goes to 0)."""
     def reset(request: Empty.Request, response: Empty.Response) -> Empty.Response:
         sensor['positions'] = [sensor['positions'][0] + 1.0]
         if clock is not None:
@@ -645,9 +647,9 @@ def test_a_reset_takes_no_data_of_before_it_from_a_sensor_clock_ahead(streams, m
     service = counting_reset(probe, streams.ns, sensor)
     try:
         env = make_env(streams.ns, params(['j0'], reset={'service': 'reset_world'}))
-        for episode in range(1, 4):
-            obs, info = env.reset()
-            assert obs['joints'][0] == episode, (episode, obs, info)
+        for _ in range(3):
+            obs, info = env.reset()  # the state of the last request: one sent again counts
+            assert obs['joints'][0] == sensor['positions'][0], (sensor, obs, info)
     finally:
         probe.node.destroy_service(service)
 
@@ -669,7 +671,8 @@ def test_a_rewinding_reset_behind_a_lagging_clock_takes_the_new_data_without_a_w
             start = time.monotonic()
             obs, info = env.reset()
             took = time.monotonic() - start
-            assert obs['joints'][0] == episode and info['capture_time'] < 0.3, (obs, info)
+            assert obs['joints'][0] == sensor['positions'][0] and info['capture_time'] < 0.3, \
+                (sensor, obs, info)
             # The first reset also waits for the discovery of the service.
             assert episode == 1 or took < RESET_BOUND / 3, f'reset took {took:.1f} s'
     finally:
@@ -683,7 +686,9 @@ class AnsweredThenAppliedReset:
 
     gz queues the request, answers it, and applies it at its next iteration: the old state goes
     on after the answer, stamped in the old time base, until /clock goes back. The sensor's
-    position counts the resets; ``rewinds()`` says whether this one takes /clock back to 0.
+    position counts the resets applied, ``asked`` the requests (a request sent again for a
+    lost answer is applied too); ``rewinds()`` says whether a reset takes /clock back to 0.
+    ``late_answers``: how many of the next answers come after the client gave up on them.
     Lockstep: gz runs its requests in order, each a number of physics steps: a step request
     that comes before the reset is applied advances the new time, and one the env made before
     it saw /clock go back (a target of the old time base) advances it as far.
@@ -697,19 +702,29 @@ class AnsweredThenAppliedReset:
             if late_old_state else None
         self._lock = lock  # the sensor's: a message is all of before or all of after a reset
         self._pending = False
+        self.asked = 0
+        self.late_answers = 0
         self._advance = 0.0  # what step requests asked while the reset was pending
         self._rewound_by = 0.0  # by the last reset
         self._probe = probe
         self.service = probe.node.create_service(Empty, f'{namespace}/reset_world', self._reset)
-        self.requests = probe.node.create_subscription(Clock, f'{namespace}/step_until',
-                                                       self._step_until, 10)
+        self.step_requests = probe.node.create_subscription(
+            Clock, f'{namespace}/step_until', self._step_until, 10)
 
-    def _reset(self, request: Empty.Request, response: Empty.Response) -> Empty.Response:
+    async def _reset(self, request: Empty.Request, response: Empty.Response) -> Empty.Response:
         with self._lock:
             self._pending = True
+            self.asked += 1
+            late, self.late_answers = self.late_answers > 0, max(0, self.late_answers - 1)
         later = threading.Timer(self._delay, self._apply)
         later.daemon = True
         later.start()
+        if late:  # without blocking the probe's executor: its clock and sensor go on
+            answer = Future()
+            timer = threading.Timer(RETRY_PERIOD + 0.5, answer.set_result, (None,))
+            timer.daemon = True
+            timer.start()
+            await answer
         return response
 
     def _apply(self) -> None:
@@ -740,7 +755,7 @@ class AnsweredThenAppliedReset:
                 self._clock.jump(advance)
 
     def close(self) -> None:
-        self._probe.node.destroy_subscription(self.requests)
+        self._probe.node.destroy_subscription(self.step_requests)
         self._probe.node.destroy_service(self.service)
         if self._late is not None:
             self._probe.node.destroy_publisher(self._late)
@@ -779,18 +794,19 @@ def test_resets_answered_before_the_clock_goes_back_wait_for_it_once_one_did(
     # here. A paused gz world (lockstep) says its joint states at every iteration too,
     # stamped with its frozen time.
     lockstep = stepping == 'lockstep'
-    with answered_then_applied(streams, probe, paused=lockstep, delay=0.03):
+    with answered_then_applied(streams, probe, paused=lockstep, delay=0.03) as reset:
         env = make_env(streams.ns, rewinding(lockstep))
         obs, _ = env.reset()
         steps(env, 2)
-        if obs['joints'][0] == 0.0:  # it returned before the clock went back: said, and learnt
+        if obs['joints'][0] < reset.asked:  # it returned before the clock went back: said
             streams.log.wait_for('/clock went back after reset() returned', 10.0)
-        for episode in range(2, 5):
+        for _ in range(3):
             steps(env, 6)
             start = time.monotonic()
             obs, info = env.reset()
             took = time.monotonic() - start
-            assert obs['joints'][0] == episode and info['capture_time'] < 0.3, (obs, info)
+            assert obs['joints'][0] == reset.asked and info['capture_time'] < 0.3, \
+                (reset.asked, obs, info)
             assert took < RESET_BOUND / 3, f'reset took {took:.1f} s'
 
 
@@ -800,28 +816,28 @@ def test_the_old_state_that_comes_after_the_rewound_clock_is_not_the_reset_state
     # Topics are not ordered: the old state, sent before the reset was applied, may come
     # after the /clock that went back. It is stamped ahead of that clock: of the old base.
     lockstep = stepping == 'lockstep'
-    with answered_then_applied(streams, probe, paused=lockstep, late_old_state=True):
+    with answered_then_applied(streams, probe, paused=lockstep, late_old_state=True) as reset:
         env = make_env(streams.ns, rewinding(lockstep))
         env.reset()  # may be of before: the env learns that resets take the clock back
         steps(env, 6)
-        for episode in range(2, 5):
+        for _ in range(3):
             obs, info = env.reset()
-            assert obs['joints'][0] == episode, (obs, info)
+            assert obs['joints'][0] == reset.asked, (reset.asked, obs, info)
             steps(env, 6)
 
 
 def test_a_reset_just_after_another_is_taken_as_taking_the_clock_back(streams, make_env, probe):
     # No step between: the clock goes back to within the time-step the first reset started,
     # which moves no schedule; the reset did take it back all the same.
-    with answered_then_applied(streams, probe, delay=0.03):
+    with answered_then_applied(streams, probe, delay=0.03) as reset:
         env = make_env(streams.ns, rewinding())
         env.reset()
         steps(env, 6)
-        for episode in range(2, 8, 2):
+        for _ in range(3):
             steps(env, 6)
-            assert env.reset()[0]['joints'][0] == episode
+            assert env.reset()[0]['joints'][0] == reset.asked
             obs, info = env.reset()
-            assert obs['joints'][0] == episode + 1, (obs, info)
+            assert obs['joints'][0] == reset.asked, (reset.asked, obs, info)
         steps(env, 20)  # 2 s: the log's throttle has flushed
         said = [line for line in streams.log.lines()
                 if 'did not go back' in line or 'own time base went back' in line]
@@ -830,29 +846,49 @@ def test_a_reset_just_after_another_is_taken_as_taking_the_clock_back(streams, m
 
 def test_a_reset_applied_after_the_first_capture_is_learnt_by_the_next_reset(
         streams, make_env, probe):
-    with answered_then_applied(streams, probe, delay=0.25):
+    with answered_then_applied(streams, probe, delay=0.25) as reset:
         env = make_env(streams.ns, rewinding(time_step_duration=T, start_obs_capture=T))
         env.reset()
-        for episode in range(2, 5):
+        for _ in range(3):
             steps(env, 12)  # 0.6 s: the reset was applied within the episode
             obs, info = env.reset()
-            assert obs['joints'][0] == episode, (obs, info)
+            assert obs['joints'][0] == reset.asked, (reset.asked, obs, info)
 
 
 def test_a_reset_that_no_longer_takes_the_clock_back_is_waited_for_a_moment_once_and_said(
         streams, make_env, probe):
     resets = []
-    with answered_then_applied(streams, probe, rewinds=lambda: len(resets) < 3):
+    with answered_then_applied(streams, probe, rewinds=lambda: len(resets) < 3) as reset:
         env = make_env(streams.ns, rewinding(time_step_duration=T, start_obs_capture=T))
         for episode in range(1, 5):
             resets.append(episode)
             obs, info = env.reset()
             if episode == 3:  # it waited for the jump a moment, then took what came
-                assert obs['joints'][0] == 3.0, (obs, info)
+                assert obs['joints'][0] == reset.asked, (reset.asked, obs, info)
             steps(env, 12)
         steps(env, 20)  # 1 s: the log's throttle has flushed
         said = [line for line in streams.log.lines() if '/clock did not go back' in line]
         assert len(said) == 1, said  # once: the fourth reset no longer waited
+
+
+def test_a_reset_sent_again_for_a_lost_answer_waits_for_the_clock_to_go_back_after_it(
+        streams, make_env, probe):
+    # The first answer comes after the env gave up on it: both requests are applied, the
+    # second 0.1 s after its answer. The clock went back once already: the data of the first
+    # reset is not the reset state.
+    with answered_then_applied(streams, probe, delay=0.1) as reset:
+        env = make_env(streams.ns, rewinding())
+        for _ in range(2):  # the env learns that its resets take the clock back
+            env.reset()
+            steps(env, 6)
+        asked = reset.asked
+        reset.late_answers = 1
+        obs, info = env.reset()
+        assert reset.asked == asked + 2, 'the request was not sent again'
+        assert obs['joints'][0] == reset.asked, (reset.asked, obs, info)
+        line = streams.log.wait_for('sent again', 10.0)
+        assert re.search(r'reset: service \S*reset_world did not answer within 1 s: the request '
+                         r'is sent again \(retry: true\)', line), line
 
 
 def test_a_joint_never_published_fails_reset_naming_the_topic(streams, make_env):
