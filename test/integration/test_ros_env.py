@@ -201,7 +201,9 @@ def test_wait_policy_waits_up_to_wait_timeout_then_flags(spawn, make_env):
 
 def test_error_policy_raises_and_sends_the_default_action(spawn, make_env):
     robot = spawn()
-    env = make_env(robot, joints={'max_age': 0.1, 'on_stale': 'error'})
+    # 0.25 s: 50 periods of the robot, and 5 time-steps. The robot's silence below lasts
+    # the whole loop (3 s); a stall of a loaded host (100 ms seen) is no silence.
+    env = make_env(robot, joints={'max_age': 0.25, 'on_stale': 'error'})
     env.reset()
     for _ in range(5):
         env.step(act(0.5))
