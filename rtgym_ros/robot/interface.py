@@ -131,7 +131,8 @@ class RosInterface(RealTimeGymInterface):
         self._clients: dict[int, Any] = {}
         self.paused = False
         self._services = ServiceCaller(
-            lambda name, type_name: describe_service(self._io_node, name, type_name),
+            lambda name, type_name: describe_service(
+                self._io_node, name, type_name, own=(self._node,)),
             warn=lambda kind, message: self._log.warning(kind, message))
         self.stale_counts = {slot.name: 0 for slot in spec.observations}
         self.stale_runs = {slot.name: 0 for slot in spec.observations}

@@ -107,8 +107,13 @@ def _incompatible(publisher_qos: QoSProfile, subscription_qos: QoSProfile) -> st
     return reason.removeprefix('ERROR: ').rstrip(';').strip()
 
 
-def describe_service(node: Node, service: str, expected_type: str) -> str:
-    """Say whether ``service`` (resolved against ``node``) is offered, its type, or what is."""
+def describe_service(node: Node, service: str, expected_type: str,
+                     own: tuple[Node, ...] = ()) -> str:
+    """
+    Say whether ``service`` (resolved against ``node``) is offered, its type, or what is.
+
+    ``own``: the other nodes of the caller, left out where the nodes it sees are named.
+    """
     service = node.resolve_service_name(service)
     offered = _servers(node)
     if service in offered:
@@ -121,7 +126,23 @@ def describe_service(node: Node, service: str, expected_type: str) -> str:
     if similar:
         return (f'no node offers {service}; offered with that name elsewhere: '
                 f'{", ".join(similar[:_SHOWN])} (a namespace or remapping off?)')
-    return f'no node offers {service} ({where(node)})'
+    return f'no node offers {service} ({where(node)}; {_nodes_seen(node, own)})'
+
+
+def _nodes_seen(node: Node, own: tuple[Node, ...]) -> str:
+    """
+    Name the nodes ``node`` sees: none means discovery; the server's node named, its endpoints.
+
+    A server's node that is listed while its service is not: the service is not up yet, or
+    its endpoints are not discovered (rmw's graph learns nodes and endpoints apart).
+    """
+    mine = {_node_name(one.get_namespace(), one.get_name()) for one in (node, *own)}
+    others = sorted({_node_name(namespace, name)
+                     for name, namespace in node.get_node_names_and_namespaces()} - mine)
+    if not others:
+        return 'it sees no other node'
+    more = f' and {len(others) - _SHOWN} more' if len(others) > _SHOWN else ''
+    return f'nodes it sees: {", ".join(others[:_SHOWN])}{more}'
 
 
 def _servers(node: Node) -> dict[str, set[str]]:

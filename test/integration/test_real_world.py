@@ -6,6 +6,7 @@ real ``sim_robot`` process plays a Gazebo-style simulator whose reset takes sim 
 """
 
 from contextlib import contextmanager, nullcontext
+import os
 import re
 import threading
 import time
@@ -15,9 +16,13 @@ from emulated_robots import next_name, write_config
 import gymnasium as gym
 import numpy as np
 import pytest
+import rclpy
+from rclpy.context import Context
+from rclpy.node import Node
 from rclpy.publisher import Publisher
 from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
 from rclpy.service import Service
+from rclpy.signals import SignalHandlerOptions
 from rclpy.subscription import Subscription
 from rclpy.task import Future
 from rclpy.time import Time
@@ -26,12 +31,14 @@ from rosgraph_msgs.msg import Clock
 import rtgym_ros  # noqa: F401
 from rtgym_ros.msgconv.fields import message_stamp
 from rtgym_ros.robot.services import RETRY_PERIOD
+from rtgym_ros.ros.graph import describe_service
 from sensor_msgs.msg import JointState
 from sim_clock import SimClock
 from std_msgs.msg import Bool, Float64, Float64MultiArray
 from std_srvs.srv import Empty, Trigger
 
 T = 0.05
+LONE_DOMAIN = 211  # no run of this suite uses it (theirs are 1-100)
 
 
 class Streams:
@@ -444,8 +451,31 @@ def test_missing_reset_service_is_described(streams, make_env):
     streams.joint_states(['j0'], [0.0], rate=100.0)
     env = make_env(streams.ns, params(['j0'], reset={'service': 'reset_world',
                                                      'timeout': 0.5}))
-    with pytest.raises(TimeoutError, match=r'no node offers .*/reset_world'):
-        env.reset()
+    error = reset_error_once_matched(env, unmatched='it sees no other node')
+    # The robot's node is seen (it publishes the sensor), the env's own nodes are not named.
+    assert re.search(rf'no node offers {streams.ns}/reset_world \(domain \d+, discovery range '
+                     r'\w+; nodes it sees: .*/test_probe_', error), error
+    runtime = env.unwrapped._runtime
+    seen = error.split('nodes it sees:')[1]
+    for own in (runtime.node, runtime.io_node):
+        assert f'{own.get_fully_qualified_name()},' not in f'{seen[:-1]},', error
+
+
+def test_a_node_alone_in_its_domain_says_it_sees_no_other_node():
+    context = Context()
+    rclpy.init(context=context, domain_id=LONE_DOMAIN,
+               signal_handler_options=SignalHandlerOptions.NO)
+    try:
+        node = Node('alone', namespace='/lone', context=context)
+        other = Node('alone_io', namespace='/lone', context=context)
+        wait_until(lambda: len(node.get_node_names_and_namespaces()) == 2, 10.0,
+                   'the node seeing its twin')
+        said = describe_service(node, 'reset_world', 'std_srvs/srv/Empty', own=(other,))
+        assert said == (f'no node offers /lone/reset_world (domain {LONE_DOMAIN}, discovery '
+                        f'range {os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"]}; it sees no '
+                        'other node)'), said
+    finally:
+        context.try_shutdown()
 
 
 def test_a_reset_service_of_another_type_is_named(streams, make_env):
