@@ -19,8 +19,19 @@ def bench_environment() -> dict[str, str]:
                                             str(1 + os.getpid() % 200)))
     env.setdefault('OPENBLAS_NUM_THREADS', '1')
     env.setdefault('OMP_NUM_THREADS', '1')
+    env.setdefault('PYTHONFAULTHANDLER', '1')  # a crash in C (rcl, DDS) leaves its Python stack
     env['PYTHONPATH'] = os.pathsep.join(p for p in (REPO, env.get('PYTHONPATH')) if p)
     return env
+
+
+def exit_status(returncode: int | None) -> str:
+    """Name how a child exited: its exit code, or the signal that ended it (-11: SIGSEGV)."""
+    if returncode is not None and returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            pass
+    return str(returncode)
 
 
 def process_cpu(pid: int, tid: int | None = None) -> float | None:
@@ -117,10 +128,17 @@ class Child:
             except queue.Empty:
                 pass
             if self.proc.poll() is not None and self._lines.empty():
-                raise RuntimeError(f'{self.name} exited ({self.proc.returncode}) before '
-                                   f'{text!r}: {" | ".join(self.stderr[-5:])}')
+                raise RuntimeError(f'{self.name} exited ({exit_status(self.proc.returncode)}) '
+                                   f'before {text!r}: {" | ".join(self._last_words())}')
             if remaining <= 0:
                 raise TimeoutError(f'{self.name}: no {text!r} within {timeout:.0f} s')
+
+    def _last_words(self) -> list[str]:
+        """Return the last stderr lines, or a crash's stack (faulthandler: innermost first)."""
+        for index, line in enumerate(self.stderr):
+            if line.startswith('Fatal Python error'):
+                return self.stderr[index:index + 12]
+        return self.stderr[-5:]
 
     def send(self, line: str) -> None:
         try:

@@ -293,10 +293,11 @@ def _run_cell(cell: str, run: int, steps: int, args: argparse.Namespace, directo
     if cell == 'other_process':
         taker_out = os.path.join(directory, f'taker_{run}.json')
         taker = ImageChild('taker', {'out': taker_out}, env=env)
-        taker.wait_for('ready', CHILD_START_TIMEOUT)
         helpers.append(taker)
     load = os.getloadavg()[0]
     try:
+        if taker is not None:
+            taker.wait_for('ready', CHILD_START_TIMEOUT)  # in the try: a taker late is stopped
         result = _run_env_cell(
             f'{cell}_{run}', {'config': _env_config(directory, cell, args.shape),
                               'time_step': 1.0 / ENV_RATE, 'steps': steps, 'agent': 'early',

@@ -26,7 +26,7 @@ from typing import Any
 import warnings
 
 import numpy as np
-from bench_support import bench_environment, Child, machine_busy  # noqa: I100
+from bench_support import bench_environment, Child, exit_status, machine_busy  # noqa: I100
 from rtgym_ros.core.timing import capture_spacing_errors
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -187,8 +187,8 @@ def _table(header: list[str], rows: list[list[str]], markdown: bool) -> str:
 
 # -- driver --------------------------------------------------------------------------------------
 
-def _start_sims(prefix: str, count: int, env: dict) -> list[Child]:
-    sims = []
+def _start_sims(prefix: str, count: int, env: dict, sims: list[Child]) -> None:
+    """Start ``count`` sims into ``sims``: those started stay there for the caller to stop."""
     for index in range(count):
         namespace = f'/{prefix}_{index}'
         command = [sys.executable, '-m', 'rtgym_ros.nodes.sim_robot', '--ros-args',
@@ -196,12 +196,11 @@ def _start_sims(prefix: str, count: int, env: dict) -> list[Child]:
         sims.append(Child(f'sim {namespace}', command, env=env))
     for sim in sims:
         sim.wait_for('physics', START_TIMEOUT, stderr=True)
-    return sims
 
 
-def _start_envs(prefix: str, count: int, env: dict, directory: str, *, duration: float,
-                episode_steps: int | None = None) -> list[Child]:
-    envs = []
+def _start_envs(prefix: str, count: int, env: dict, directory: str, envs: list[Child], *,
+                duration: float, episode_steps: int | None = None) -> None:
+    """Start ``count`` envs into ``envs``, as :func:`_start_sims`; each says 'ready'."""
     for index in range(count):
         options = {'namespace': f'/{prefix}_{index}', 'duration': duration,
                    'go_timeout': START_TIMEOUT + 10.0 * count, 'episode_steps': episode_steps,
@@ -213,7 +212,6 @@ def _start_envs(prefix: str, count: int, env: dict, directory: str, *, duration:
         envs.append(child)
     for child in envs:
         child.wait_for('ready', START_TIMEOUT + 10.0 * count)
-    return envs
 
 
 def _collect(envs: list[Child], timeout: float) -> list[dict]:
@@ -228,7 +226,8 @@ def _collect(envs: list[Child], timeout: float) -> list[dict]:
             with open(child.out) as stream:
                 result = json.load(stream)
         except (OSError, ValueError):
-            result = {'namespace': child.name, 'error': f'no result (exit {child.proc.poll()})',
+            exited = exit_status(child.proc.poll())
+            result = {'namespace': child.name, 'error': f'no result (exit {exited})',
                       'stderr': child.stderr[-5:]}
         result['stderr_unexpected'] = child.unexpected_stderr()
         results.append(result)
@@ -251,8 +250,8 @@ def run_size(size: int, args: argparse.Namespace, env: dict, directory: str) -> 
     envs: list[Child] = []
     load_before = os.getloadavg()[0]
     try:
-        sims = _start_sims(prefix, size, env)
-        envs = _start_envs(prefix, size, env, directory, duration=args.duration)
+        _start_sims(prefix, size, env, sims)
+        _start_envs(prefix, size, env, directory, envs, duration=args.duration)
         sim_cpu = [s.cpu_seconds() for s in sims]
         env_cpu = [e.cpu_seconds() for e in envs]
         busy, started = machine_busy(), time.perf_counter()
@@ -360,9 +359,9 @@ def run_soak(args: argparse.Namespace, env: dict, directory: str) -> dict:
     envs: list[Child] = []
     samples: list[tuple[float, float | None, float | None]] = []
     try:
-        sims = _start_sims('soak', 1, env)
-        envs = _start_envs('soak', 1, env, directory, duration=duration,
-                           episode_steps=args.soak_episode_steps)
+        _start_sims('soak', 1, env, sims)
+        _start_envs('soak', 1, env, directory, envs, duration=duration,
+                    episode_steps=args.soak_episode_steps)
         child = envs[0]
         started = time.perf_counter()
         samples.append((0.0, child.rss_mib(), sims[0].rss_mib()))

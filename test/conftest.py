@@ -17,6 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / 'support'))
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 # tools/test sets a per-run domain; a bare `pytest` gets one derived from its pid.
 os.environ.setdefault('ROS_DOMAIN_ID', str(1 + os.getpid() % 100))
+# A node process that crashes in C (rcl, Fast DDS) prints its Python stack to the stderr the
+# test shows (pytest does the same for its own process).
+os.environ.setdefault('PYTHONFAULTHANDLER', '1')
 
 
 @pytest.fixture(scope='module')
