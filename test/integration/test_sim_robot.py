@@ -447,3 +447,78 @@ def test_bad_parameters_fail_fast_and_say_why(log_dir):
         raise
     assert code == 1
     assert 'physics_rate must be a finite number > 0 (Hz), got -5.0' in sim.output()
+
+
+# ------------------------------------------------------------------ ticks, in process
+
+@pytest.fixture
+def in_process():
+    """Make SimRobot nodes in this process (a private context); stop and destroy them after."""
+    from rclpy.context import Context
+    from rclpy.signals import SignalHandlerOptions
+    from rtgym_ros.nodes.sim_robot import SimRobot
+    import rclpy
+
+    context = Context()
+    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    made = []
+
+    def make(**values: object) -> SimRobot:
+        overrides = [Parameter(name, value=value) for name, value in values.items()]
+        robot = SimRobot(context=context, node_name=f'ticks_{len(made)}_{time.monotonic_ns()}',
+                         parameter_overrides=overrides)
+        made.append(robot)
+        return robot
+
+    yield make
+    for robot in made:
+        robot.destroy_node()
+    context.try_shutdown()
+
+
+@pytest.mark.parametrize('sensor_rate, most', [(50.0, 80), (1000.0, 300)])
+def test_the_physics_thread_ticks_when_a_joint_state_is_due(in_process, sensor_rate, most):
+    # Each wake-up of a sleeping thread costs a few hundred µs of CPU here: at 50 Hz of
+    # JointState it ticks about 50 times a second, not at the 250 Hz of a fixed timer; at
+    # 1 kHz, 250 times a second (timer_rate), sending four messages a tick.
+    robot = in_process(physics_rate=1000.0, sensor_rate=sensor_rate)
+    ticks = []
+    tick = robot._time._tick
+    robot._time._tick = lambda: (ticks.append(time.monotonic()), tick())[1]
+    robot.start()
+    time.sleep(1.0)
+    robot.stop()
+    assert 10 <= len(ticks) <= most, f'{len(ticks)} ticks in 1 s at {sensor_rate} Hz of JointState'
+
+
+def test_a_command_applies_from_its_arrival_not_from_the_last_tick(in_process):
+    # Physics steps are integrated after the fact: a command that waited for the next tick
+    # would apply from the last one, up to a tick early. It catches the physics up first.
+    robot = in_process(physics_rate=1000.0)  # not started: no tick comes by itself
+    physics = robot._physics
+    time.sleep(0.05)
+    arrived = robot.get_clock().now().nanoseconds
+    robot._on_command(Float64MultiArray(data=[1.5]))
+    assert arrived - physics.dt_ns <= physics.t <= robot.get_clock().now().nanoseconds
+    before = physics.t
+    physics.step([])  # the next step applies it
+    assert physics._command.tolist() == [1.5] and physics._command_time == before
+
+
+@pytest.mark.parametrize('latency', [0.0, 0.0035])
+def test_the_next_tick_is_the_step_that_samples_or_sends_a_joint_state(in_process, latency):
+    robot = in_process(physics_rate=1000.0, sensor_rate=100.0, sensor_latency=latency)
+    physics = robot._physics
+    sent = 0
+    for _ in range(60):
+        due = physics.next_due()
+        assert due > physics.t and (due - physics.t) % physics.dt_ns == 0
+        out: list = []
+        physics.step(out)
+        while physics.t < due:
+            assert not out and physics.last_sample != physics.t, \
+                f'a JointState was sampled or sent at {physics.t}, before the step at {due}'
+            physics.step(out)
+        assert out or physics.last_sample == due, f'nothing at the step next_due named ({due})'
+        sent += len(out)
+    assert sent >= 25  # 60 ticks: 60 samples sent at once, or 30 samples sent 3.5 ms later

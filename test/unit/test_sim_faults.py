@@ -86,3 +86,15 @@ def test_a_seed_reproduces_the_faults():
 
     assert run(3) == run(3)
     assert run(3) != run(4)
+
+
+def test_the_next_measurement_due_is_the_oldest_in_flight():
+    faults = injector(sensor_latency=0.004, command_latency=0.001)
+    assert faults.next_measurement_due() is None
+    faults.send_command(0, 'c')  # commands are not measurements
+    assert faults.next_measurement_due() is None
+    faults.send_measurement(10 * MS, 'a')
+    faults.send_measurement(20 * MS, 'b')
+    assert faults.next_measurement_due() == 14 * MS
+    assert faults.due_measurements(14 * MS) == ['a']
+    assert faults.next_measurement_due() == 24 * MS

@@ -37,6 +37,10 @@ class _DelayLine:
         self._floor = max(due, self._floor)
         self._queue.append((self._floor, item))
 
+    def next_due(self) -> Optional[int]:
+        """Return when the oldest message in flight falls due, or None if none is."""
+        return self._queue[0][0] if self._queue else None
+
     def pop_due(self, t: int) -> List[Tuple[int, Any]]:
         due = []
         while self._queue and self._queue[0][0] <= t:
@@ -107,6 +111,10 @@ class FaultInjector:
     def due_measurements(self, t: int) -> List[Any]:
         """Return the measurement messages due at ``t``, oldest first."""
         return [msg for _, msg in self._measurements.pop_due(t)]
+
+    def next_measurement_due(self) -> Optional[int]:
+        """Return when the oldest measurement in flight falls due, or None if none is."""
+        return self._measurements.next_due()
 
     def _delay(self, line: _DelayLine) -> int:
         if line.jitter_ns <= 0:

@@ -94,6 +94,15 @@ class Physics:
         self._command = self._zero
         self._command_time = None
 
+    def next_due(self) -> int:
+        """Return the ``t`` of the next step that takes a sample or sends a delayed one."""
+        due = self._next_sample
+        in_flight = self.faults.next_measurement_due()
+        if in_flight is not None and in_flight < due:
+            due = in_flight
+        steps = max(1, -(-(due - self.t) // self.dt_ns))  # the step that reaches it
+        return self.t + steps * self.dt_ns
+
     def sample_now(self, out: Outbox) -> None:
         """Measure the state now, whatever the rate; the next rate sample is one period on."""
         self._sample(self.t)
@@ -170,7 +179,8 @@ class SimRobot(Node):
                                  reset_time=values['reset_time'], guard=self._guarded)
         else:
             self._time = WallTime(self, self._physics, timer_rate=timer_rate,
-                                  ros_timer=values['ros_timer'], guard=self._guarded)
+                                  ros_timer=values['ros_timer'],
+                                  on_demand=values['timer_rate'] == 0.0, guard=self._guarded)
         self._apply_dynamic(values)
         model.reset(self._reset_rng, state=self._initial_state)
         self._time.restart()
@@ -194,9 +204,12 @@ class SimRobot(Node):
         elif values['publish_clock']:
             mode = (f'sim time, /clock at {clock_rate:g} Hz, real_time_factor '
                     f"{values['real_time_factor']:g}")
-        else:
+        elif values['ros_timer'] or values['timer_rate']:
             mode = (f"wall time, {'ROS timer' if values['ros_timer'] else 'thread'} ticking "
                     f'at {timer_rate:g} Hz')
+        else:
+            mode = (f'wall time, thread ticking when a JointState is due ({timer_rate:g} Hz '
+                    'under an external /clock)')
         self.get_logger().info(
             f"{values['model']}: physics {values['physics_rate']:g} Hz, {mode}; JointState at "
             f"{values['sensor_rate']:g} Hz on {self._joint_pub.topic_name}, commands on "
@@ -266,11 +279,13 @@ class SimRobot(Node):
                 'command', throttle_duration_sec=1.0)
             return
         values = np.clip(values, model.command_low, model.command_high)
+        self._time.catch_up()  # the command applies from now, not from the last tick
         with self._physics.lock:
             self._physics.command(values)
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response
                   ) -> Trigger.Response:
+        self._time.catch_up()
         with self._physics.lock:
             state = self._physics.model.reset(self._reset_rng, state=self._initial_state)
             self._physics.zero_command()
@@ -281,6 +296,7 @@ class SimRobot(Node):
 
     def _on_pause(self, request: SetBool.Request, response: SetBool.Response
                   ) -> SetBool.Response:
+        self._time.catch_up()
         with self._physics.lock:
             was_paused, self._physics.paused = self._physics.paused, bool(request.data)
             self._time.reanchor()
@@ -301,6 +317,7 @@ class SimRobot(Node):
     def _parameters_set(self, parameters: List[Parameter]) -> None:
         changed = dynamic_changes(parameters)
         if changed:
+            self._time.catch_up()
             with self._physics.lock:
                 self._options.update(changed)
                 self._apply_dynamic(self._options)

@@ -50,7 +50,9 @@ PARAMETERS: Tuple[Tuple[str, Any, str], ...] = (
      'With publish_clock: sim seconds per wall second; 0 runs as fast as possible.'),
     ('timer_rate', 0.0,
      'Without publish_clock: Hz of the physics timer, which integrates the elapsed time in '
-     'physics_rate sub-steps; 0: min(physics_rate, 250).'),
+     'physics_rate sub-steps; 0: tick when a JointState is due, at most at min(physics_rate, '
+     '250) Hz, and at that rate while the node clock follows an external /clock or with '
+     'ros_timer.'),
     ('ros_timer', False,
      'Without publish_clock: tick the physics on a ROS timer of the node clock instead of a '
      "thread (about twice the CPU: it runs on rclpy's Python executor)."),
@@ -155,7 +157,8 @@ def check_rates(values: Dict[str, Any]) -> Tuple[float, float]:
         raise ValueError(
             f'clock_rate must be <= physics_rate ({physics_rate} Hz), got {clock_rate}')
     # Ticking costs CPU at any rate, so a 1 kHz tick is not needed for 1 kHz physics: fixed
-    # sub-steps keep the physics at physics_rate whatever timer_rate is.
+    # sub-steps keep the physics at physics_rate whatever timer_rate is. Left at 0, the thread
+    # ticks when a message is due, and at this rate where it cannot tell when (sim time).
     timer_rate = values['timer_rate'] or min(physics_rate, 250.0)
     if not sim_time and timer_rate > physics_rate:
         raise ValueError(

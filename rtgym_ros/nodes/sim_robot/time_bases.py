@@ -1,11 +1,12 @@
 """
 What advances the ``sim_robot`` physics, and against which clock.
 
-* :class:`WallTime` (``publish_clock: false``): a thread ticks at ``timer_rate`` on the steady
-  clock (or, with ``ros_timer: true``, a ROS timer on the node clock) and integrates the
-  node-clock time elapsed since the last tick in fixed ``1/physics_rate`` sub-steps; stamps come
-  from the node clock (``use_sim_time`` makes it follow someone else's /clock, and a paused
-  /clock pauses the physics).
+* :class:`WallTime` (``publish_clock: false``): a thread integrates the node-clock time
+  elapsed since its last tick in fixed ``1/physics_rate`` sub-steps. It ticks when a sensor
+  message is due (``timer_rate`` 0), or at ``timer_rate`` on the steady clock (or, with
+  ``ros_timer: true``, on a ROS timer of the node clock); a command, reset or pause first
+  catches the physics up to its time. Stamps come from the node clock (``use_sim_time`` makes
+  it follow someone else's /clock, and a paused /clock pauses the physics).
 * :class:`SimTime` (``publish_clock: true``): the node owns the clock. One thread advances the
   physics by exactly ``1/physics_rate`` per step, publishes rosgraph_msgs/Clock on /clock at
   ``clock_rate`` (sim Hz) and paces itself to ``real_time_factor`` times wall time (0: as fast
@@ -34,6 +35,8 @@ MAX_LAG_S = 0.1
 _CHUNK = 20
 # Lockstep: wall seconds without a step request after which /clock is said again.
 _IDLE_ANNOUNCE = 0.1
+# Ticking on demand: the longest sleep, well under MAX_LAG_S (a slow sensor is no lag).
+_MAX_IDLE_NS = int(MAX_LAG_S * 1e9) // 4
 
 
 def to_ns(seconds: float) -> int:
@@ -60,6 +63,9 @@ class Physics(Protocol):
 
     def restart(self) -> None:
         """Sample at once and forget what is in flight (``t`` jumped)."""
+
+    def next_due(self) -> int:
+        """Return the ``t`` of the next step that takes a sample or sends a delayed one."""
 
 
 class TimeBase:
@@ -96,6 +102,9 @@ class TimeBase:
     def reanchor(self) -> None:
         """Start pacing against wall time over: pause, reset, new parameters (lock held)."""
 
+    def catch_up(self) -> None:
+        """Step the physics to now before a command, reset or pause takes effect (no lock)."""
+
     def set_real_time_factor(self, real_time_factor: float) -> None:
         """Pace to ``real_time_factor`` where the time base paces at all (lock held)."""
 
@@ -106,15 +115,32 @@ class TimeBase:
 
 
 class WallTime(TimeBase):
-    """Follow the node clock: each tick integrates the time elapsed since the last one."""
+    """
+    Follow the node clock: each tick integrates the time elapsed since the last one.
+
+    Ticking on demand, the thread wakes once per sensor message (each wake-up of a sleeping
+    thread costs a few hundred µs of CPU on a VM, more than the physics of its sub-steps), and
+    the message goes out at its time, not at the next tick. What comes in between (a command,
+    a reset, a pause) catches the physics up first, so it takes effect at its own time: the
+    sub-steps before it are integrated with the state and command of before.
+    """
 
     def __init__(self, node: Node, physics: Physics, *, timer_rate: float, ros_timer: bool,
-                 guard: Guard) -> None:
-        """Tick at ``timer_rate`` on a thread, or on a ROS timer with ``ros_timer``."""
+                 on_demand: bool, guard: Guard) -> None:
+        """
+        Tick at ``timer_rate`` on a thread, or on a ROS timer with ``ros_timer``.
+
+        ``on_demand``: the thread ticks when a message is due instead, at most at
+        ``timer_rate``, and at ``timer_rate`` while the node clock follows an external /clock
+        (its sim seconds are no wall seconds to sleep).
+        """
         super().__init__(node, physics, guard=guard)
         self.uses_ros_timer = ros_timer
+        self._on_demand = on_demand and not ros_timer
         self._period = 1.0 / timer_rate
         self._timer = None
+        self._wake = threading.Event()  # a reset: its sample is due at once
+        self._ticking = threading.Lock()  # one tick at a time: messages go out in order
         physics.t = self._now()
 
     def start(self) -> None:
@@ -131,6 +157,8 @@ class WallTime(TimeBase):
 
     def stop(self) -> None:
         """Stop ticking; harmless to call twice."""
+        self._stop.set()
+        self._wake.set()
         super().stop()
         if self._timer is not None:
             self._node.destroy_timer(self._timer)
@@ -139,25 +167,45 @@ class WallTime(TimeBase):
     def _now(self) -> int:
         return self._node.get_clock().now().nanoseconds
 
+    def restart(self) -> None:
+        """Sample at once: wake the thread for it (lock held)."""
+        super().restart()
+        self._wake.set()
+
+    def catch_up(self) -> None:
+        """Integrate the time up to now, as a tick does (no lock held)."""
+        with self._ticking:
+            self._tick()
+
     def _run_wall_loop(self) -> None:
         """
-        Tick at timer_rate; missed ticks are skipped, not replayed.
+        Tick on demand or at timer_rate; missed ticks are skipped, not replayed.
 
         A thread rather than a ROS timer: an rclpy executor wake-up costs ~0.3 ms of CPU, a
         thread's sleep a few µs; and a node without timers can be spun by the events executor.
         """
         period_ns = to_ns(self._period)
         next_tick = time.monotonic_ns()
+        clock = self._node.get_clock()
         while not self._stop.is_set():
-            self._tick()
-            next_tick += period_ns
+            self._wake.clear()
+            started = time.monotonic_ns()
+            with self._ticking:
+                due = self._tick()
             now = time.monotonic_ns()
-            if next_tick <= now:
-                next_tick = now + period_ns
-            self._stop.wait((next_tick - now) / 1e9)
+            if self._on_demand and not clock.ros_time_is_active:
+                # A sensor faster than timer_rate sends several messages a tick.
+                pause_ns = max(min(due - self._now(), _MAX_IDLE_NS), started + period_ns - now)
+            else:
+                next_tick += period_ns
+                if next_tick <= now:
+                    next_tick = now + period_ns
+                pause_ns = next_tick - now
+            if pause_ns > 0:
+                self._wake.wait(pause_ns / 1e9)
 
-    def _tick(self) -> None:
-        """Integrate the node-clock time elapsed since the last tick."""
+    def _tick(self) -> int:
+        """Integrate the node-clock time elapsed since the last tick; say when to tick next."""
         physics = self._physics
         now = self._now()
         out: Outbox = []
@@ -174,7 +222,9 @@ class WallTime(TimeBase):
                 physics.t = now - physics.dt_ns
             while physics.t + physics.dt_ns <= now:
                 physics.step(out)
+            due = physics.next_due()
         publish(out)
+        return due
 
 
 class SimTime(TimeBase):
