@@ -66,6 +66,7 @@ class Physics(Protocol):
 
     def next_due(self) -> int:
         """Return the ``t`` of the next step that takes a sample or sends a delayed one."""
+        # Needed by WallTime ticking on demand only.
 
 
 class TimeBase:
@@ -126,7 +127,7 @@ class WallTime(TimeBase):
     """
 
     def __init__(self, node: Node, physics: Physics, *, timer_rate: float, ros_timer: bool,
-                 on_demand: bool, guard: Guard) -> None:
+                 guard: Guard, on_demand: bool = False) -> None:
         """
         Tick at ``timer_rate`` on a thread, or on a ROS timer with ``ros_timer``.
 
@@ -205,7 +206,7 @@ class WallTime(TimeBase):
                 self._wake.wait(pause_ns / 1e9)
 
     def _tick(self) -> int:
-        """Integrate the node-clock time elapsed since the last tick; say when to tick next."""
+        """Integrate the node-clock time elapsed since the last tick; say when one is due."""
         physics = self._physics
         now = self._now()
         out: Outbox = []
@@ -222,7 +223,7 @@ class WallTime(TimeBase):
                 physics.t = now - physics.dt_ns
             while physics.t + physics.dt_ns <= now:
                 physics.step(out)
-            due = physics.next_due()
+            due = physics.next_due() if self._on_demand else now
         publish(out)
         return due
 
