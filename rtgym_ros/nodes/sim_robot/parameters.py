@@ -55,7 +55,8 @@ PARAMETERS: Tuple[Tuple[str, Any, str], ...] = (
      'ros_timer.'),
     ('ros_timer', False,
      'Without publish_clock: tick the physics on a ROS timer of the node clock instead of a '
-     "thread (about twice the CPU: it runs on rclpy's Python executor)."),
+     "thread (about twice the CPU of a thread at the same rate: it runs on rclpy's Python "
+     'executor).'),
     ('clock_rate', 0.0,
      'With publish_clock: /clock messages per sim second; 0: min(physics_rate, 1000).'),
     ('reset_time', False,
