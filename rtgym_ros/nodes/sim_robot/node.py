@@ -85,9 +85,9 @@ class Physics:
         self._next_sample = self.t
         self.faults.restart(self.t)
 
-    def command(self, values: np.ndarray) -> None:
-        """Take an effort command that arrived now; it applies after the command delay."""
-        self.faults.send_command(self.t, values)
+    def command(self, values: np.ndarray, arrived: int) -> None:
+        """Take an effort command that arrived at ``arrived``; it applies after the delay."""
+        self.faults.send_command(max(arrived, self.t), values)
 
     def zero_command(self) -> None:
         """Apply no effort until the next command."""
@@ -279,9 +279,8 @@ class SimRobot(Node):
                 'command', throttle_duration_sec=1.0)
             return
         values = np.clip(values, model.command_low, model.command_high)
-        self._time.catch_up()  # the command applies from now, not from the last tick
-        with self._physics.lock:
-            self._physics.command(values)
+        with self._physics.lock:  # it applies from now, not from the last tick
+            self._physics.command(values, self._time.now())
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response
                   ) -> Trigger.Response:

@@ -4,8 +4,8 @@ What advances the ``sim_robot`` physics, and against which clock.
 * :class:`WallTime` (``publish_clock: false``): a thread integrates the node-clock time
   elapsed since its last tick in fixed ``1/physics_rate`` sub-steps. It ticks when a sensor
   message is due (``timer_rate`` 0), or at ``timer_rate`` on the steady clock (or, with
-  ``ros_timer: true``, on a ROS timer of the node clock); a command, reset or pause first
-  catches the physics up to its time. Stamps come from the node clock (``use_sim_time`` makes
+  ``ros_timer: true``, on a ROS timer of the node clock); a command is due from its arrival
+  on the node clock, and a reset or pause first catches the physics up to its time. Stamps come from the node clock (``use_sim_time`` makes
   it follow someone else's /clock, and a paused /clock pauses the physics).
 * :class:`SimTime` (``publish_clock: true``): the node owns the clock. One thread advances the
   physics by exactly ``1/physics_rate`` per step, publishes rosgraph_msgs/Clock on /clock at
@@ -104,7 +104,11 @@ class TimeBase:
         """Start pacing against wall time over: pause, reset, new parameters (lock held)."""
 
     def catch_up(self) -> None:
-        """Step the physics to now before a command, reset or pause takes effect (no lock)."""
+        """Step the physics to now before a reset or pause takes effect (no lock)."""
+
+    def now(self) -> int:
+        """Return the time base's time now: the time a command arrived at (lock held)."""
+        return self._physics.t
 
     def set_real_time_factor(self, real_time_factor: float) -> None:
         """Pace to ``real_time_factor`` where the time base paces at all (lock held)."""
@@ -121,9 +125,10 @@ class WallTime(TimeBase):
 
     Ticking on demand, the thread wakes once per sensor message (each wake-up of a sleeping
     thread costs a few hundred µs of CPU on a VM, more than the physics of its sub-steps), and
-    the message goes out at its time, not at the next tick. What comes in between (a command,
-    a reset, a pause) catches the physics up first, so it takes effect at its own time: the
-    sub-steps before it are integrated with the state and command of before.
+    the message goes out at its time, not at the next tick. What comes in between takes
+    effect at its own time: a command is queued for the step that reaches its arrival, and a
+    reset or a pause catches the physics up first; the sub-steps before either are integrated
+    with the state and command of before.
     """
 
     def __init__(self, node: Node, physics: Physics, *, timer_rate: float, ros_timer: bool,
@@ -177,6 +182,15 @@ class WallTime(TimeBase):
         """Integrate the time up to now, as a tick does (no lock held)."""
         with self._ticking:
             self._tick()
+
+    def now(self) -> int:
+        """
+        Return the node clock's time (lock held): a command is due from then on.
+
+        The next tick integrates the steps up to it with the command of before, and applies
+        this one at the step that reaches it, as if the physics had run up to its arrival.
+        """
+        return self._now()
 
     def _run_wall_loop(self) -> None:
         """
