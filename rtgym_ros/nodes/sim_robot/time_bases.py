@@ -5,8 +5,9 @@ What advances the ``sim_robot`` physics, and against which clock.
   elapsed since its last tick in fixed ``1/physics_rate`` sub-steps. It ticks when a sensor
   message is due (``timer_rate`` 0), or at ``timer_rate`` on the steady clock (or, with
   ``ros_timer: true``, on a ROS timer of the node clock); a command is due from its arrival
-  on the node clock, and a reset or pause first catches the physics up to its time. Stamps come from the node clock (``use_sim_time`` makes
-  it follow someone else's /clock, and a paused /clock pauses the physics).
+  on the node clock, and a reset or pause first catches the physics up to its time. Stamps
+  come from the node clock (``use_sim_time`` makes it follow someone else's /clock, and a
+  paused /clock pauses the physics).
 * :class:`SimTime` (``publish_clock: true``): the node owns the clock. One thread advances the
   physics by exactly ``1/physics_rate`` per step, publishes rosgraph_msgs/Clock on /clock at
   ``clock_rate`` (sim Hz) and paces itself to ``real_time_factor`` times wall time (0: as fast
