@@ -9,6 +9,8 @@ import threading
 import time
 from typing import Any
 
+from rtgym_ros.nodes.launch_logic import describe_exit
+
 REPO = str(Path(__file__).resolve().parents[1])
 
 
@@ -22,16 +24,6 @@ def bench_environment() -> dict[str, str]:
     env.setdefault('PYTHONFAULTHANDLER', '1')  # a crash in C (rcl, DDS) leaves its Python stack
     env['PYTHONPATH'] = os.pathsep.join(p for p in (REPO, env.get('PYTHONPATH')) if p)
     return env
-
-
-def exit_status(returncode: int | None) -> str:
-    """Name how a child exited: its exit code, or the signal that ended it (-11: SIGSEGV)."""
-    if returncode is not None and returncode < 0:
-        try:
-            return signal.Signals(-returncode).name
-        except ValueError:
-            pass
-    return str(returncode)
 
 
 def process_cpu(pid: int, tid: int | None = None) -> float | None:
@@ -128,7 +120,7 @@ class Child:
             except queue.Empty:
                 pass
             if self.proc.poll() is not None and self._lines.empty():
-                raise RuntimeError(f'{self.name} exited ({exit_status(self.proc.returncode)}) '
+                raise RuntimeError(f'{self.name} exited ({describe_exit(self.proc.returncode)}) '
                                    f'before {text!r}: {" | ".join(self._last_words())}')
             if remaining <= 0:
                 raise TimeoutError(f'{self.name}: no {text!r} within {timeout:.0f} s')

@@ -26,8 +26,9 @@ from typing import Any
 import warnings
 
 import numpy as np
-from bench_support import bench_environment, Child, exit_status, machine_busy  # noqa: I100
+from bench_support import bench_environment, Child, machine_busy  # noqa: I100
 from rtgym_ros.core.timing import capture_spacing_errors
+from rtgym_ros.nodes.launch_logic import describe_exit
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV_CONFIG = os.path.join(REPO, 'config', 'robots', 'pendulum_sim.yaml')
@@ -226,8 +227,9 @@ def _collect(envs: list[Child], timeout: float) -> list[dict]:
             with open(child.out) as stream:
                 result = json.load(stream)
         except (OSError, ValueError):
-            exited = exit_status(child.proc.poll())
-            result = {'namespace': child.name, 'error': f'no result (exit {exited})',
+            code = child.proc.poll()
+            exited = 'still running' if code is None else describe_exit(code)
+            result = {'namespace': child.name, 'error': f'no result ({exited})',
                       'stderr': child.stderr[-5:]}
         result['stderr_unexpected'] = child.unexpected_stderr()
         results.append(result)

@@ -204,7 +204,7 @@ class SimRobot(Node):
         elif values['publish_clock']:
             mode = (f'sim time, /clock at {clock_rate:g} Hz, real_time_factor '
                     f"{values['real_time_factor']:g}")
-        elif values['ros_timer'] or values['timer_rate']:
+        elif not self._time.on_demand:
             mode = (f"wall time, {'ROS timer' if values['ros_timer'] else 'thread'} ticking "
                     f'at {timer_rate:g} Hz')
         else:

@@ -143,19 +143,20 @@ class WallTime(TimeBase):
         """
         super().__init__(node, physics, guard=guard)
         self.uses_ros_timer = ros_timer
-        self._on_demand = on_demand and not ros_timer
+        self.on_demand = on_demand and not ros_timer
+        """Whether the thread ticks when a message is due (else at ``timer_rate``)."""
         self._period = 1.0 / timer_rate
         self._timer = None
         self._wake = threading.Event()  # a reset: its sample is due at once
         self._ticking = threading.Lock()  # one tick at a time: messages go out in order
-        physics.t = self._now()
+        physics.t = self.now()
 
     def start(self) -> None:
         """Start ticking from now."""
         if self._thread is not None or self._timer is not None:
             return
         with self._physics.lock:
-            self._physics.t = self._now()  # start-up time is not lag
+            self._physics.t = self.now()  # start-up time is not lag
             self.restart()
         if self.uses_ros_timer:
             self._timer = self._node.create_timer(self._period, self._guard(self._tick))
@@ -171,9 +172,6 @@ class WallTime(TimeBase):
             self._node.destroy_timer(self._timer)
             self._timer = None
 
-    def _now(self) -> int:
-        return self._node.get_clock().now().nanoseconds
-
     def restart(self) -> None:
         """Sample at once: wake the thread for it (lock held)."""
         super().restart()
@@ -186,12 +184,12 @@ class WallTime(TimeBase):
 
     def now(self) -> int:
         """
-        Return the node clock's time (lock held): a command is due from then on.
+        Return the node clock's time, in ns: what the ticks integrate up to.
 
-        The next tick integrates the steps up to it with the command of before, and applies
-        this one at the step that reaches it, as if the physics had run up to its arrival.
+        A command is due from then on: the next tick integrates the steps up to it with the
+        command of before, and applies this one at the step that reaches it.
         """
-        return self._now()
+        return self._node.get_clock().now().nanoseconds
 
     def _run_wall_loop(self) -> None:
         """
@@ -209,9 +207,9 @@ class WallTime(TimeBase):
             with self._ticking:
                 due = self._tick()
             now = time.monotonic_ns()
-            if self._on_demand and not clock.ros_time_is_active:
+            if self.on_demand and not clock.ros_time_is_active:
                 # A sensor faster than timer_rate sends several messages a tick.
-                pause_ns = max(min(due - self._now(), _MAX_IDLE_NS), started + period_ns - now)
+                pause_ns = max(min(due - self.now(), _MAX_IDLE_NS), started + period_ns - now)
             else:
                 next_tick += period_ns
                 if next_tick <= now:
@@ -223,7 +221,7 @@ class WallTime(TimeBase):
     def _tick(self) -> int:
         """Integrate the node-clock time elapsed since the last tick; say when one is due."""
         physics = self._physics
-        now = self._now()
+        now = self.now()
         out: Outbox = []
         with physics.lock:
             lag = now - physics.t
@@ -238,7 +236,7 @@ class WallTime(TimeBase):
                 physics.t = now - physics.dt_ns
             while physics.t + physics.dt_ns <= now:
                 physics.step(out)
-            due = physics.next_due() if self._on_demand else now
+            due = physics.next_due() if self.on_demand else now
         publish(out)
         return due
 
