@@ -86,7 +86,7 @@ def test_data_given_since_a_count_by_one_message_of_every_joint(tmp_path):
     slot.store(state(100.0, ['arm'], [1.0]))
     asked = slot.count
     slot.store(state(100.0, ['gripper', 'arm'], [2.0, 1.5]))  # read as it is
-    assert slot.given_since(asked)
+    assert slot.not_given_since(asked) == [] and slot.given_since(asked)
     slot.store(state(100.0, ['arm'], [1.7]))  # from now on joint by joint: still given
     assert slot.given_since(asked) and not slot.given_since(slot.count - 1)
 
