@@ -28,7 +28,7 @@ from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from rtgym_ros.core.interface import RealTimeGymInterface
 from rtgym_ros.core.validate import bound_repr
-from rtgym_ros.msgconv.fields import IMAGE, JOINT_STATE, JOINT_TRAJECTORY
+from rtgym_ros.msgconv.fields import has_header, IMAGE, JOINT_STATE, JOINT_TRAJECTORY
 from rtgym_ros.msgconv.image_cdr import decode_image
 from rtgym_ros.msgconv.type_names import interface_name
 from rtgym_ros.robot.services import build_request, check_response, ServiceCaller
@@ -101,6 +101,10 @@ class RosInterface(RealTimeGymInterface):
         self.recorder = recorder
         """An ``EpisodeRecorder`` (the env records its episodes) or None."""
         self._sent: list[Callable[[Any, Any], None]] = []
+        # Read the clock as a message stamp only for a stamped group or a recording: right
+        # after a wake-up, Clock.now() and to_msg() cost tens of µs per time-step.
+        self._stamps_actions = any(group.stamped and has_header(group.writer.msg_type)
+                                   for group in spec.actions)
         self.time_step_duration = 0.05
         """The env's T: the bound of the ``newer_than_action`` wait when none is configured."""
         self._node: Node | None = None
@@ -355,7 +359,7 @@ class RosInterface(RealTimeGymInterface):
         jumps = self._jumps_back
         with self._target_lock:  # before publishing: a stop from another thread holds it
             replaced, self.last_action = self.last_action, target
-        stamp = self._clock.now().to_msg()
+        stamp = self._clock.now().to_msg() if self._stamps_actions or self._sent else None
         start = 0
         messages = []  # as published; None: its publish() raised (nothing went out to record)
         failed: Exception | None = None
