@@ -66,3 +66,24 @@ def test_a_uniform_bound_reads_as_one_number():
     assert bound_repr(np.full((480, 640), 10.0, dtype=np.float32)) == '10.0'
     assert bound_repr(np.array([-1.0, 2.0])) == '[-1.0, 2.0]'
     assert bound_repr(np.full(3, -np.inf)) == '-inf'
+
+
+def test_a_few_values_are_outside_exactly_where_numpy_says(tmp_path):
+    # A small space is checked in Python (cheaper at a capture): the same answer as the
+    # numpy comparison an image gets, NaN, infinities and values at the bounds included.
+    joints = {'topic': 'joint_states', 'type': 'sensor_msgs/msg/JointState',
+              'joint_names': ['a', 'b', 'c'], 'fields': ['position', 'velocity'],
+              'low': [-1.0, -2.0, -3.0, 0.0, 0.0, -0.5], 'high': [1.0, 2.0, 3.0, 5.0, 0.0, 0.5]}
+    slot = slot_from_config(tmp_path, 'joints', joints)
+    space = slot.spec.space
+    rng = np.random.default_rng(7)
+    specials = np.array([np.nan, np.inf, -np.inf, -1.0, 1.0, 0.0, 5.0, -0.5, 0.5, 3.0000002],
+                        np.float32)
+    for _ in range(2000):
+        value = np.where(rng.random(6) < 0.3, rng.choice(specials, 6),
+                         rng.uniform(-4.0, 6.0, 6)).astype(np.float32)
+        if rng.random() < 0.5:  # within bounds but for at most one value
+            value = np.clip(value, space.low, space.high)
+            value[rng.integers(6)] = rng.choice(specials)
+        expected = not bool(np.all((value >= space.low) & (value <= space.high)))
+        assert slot.outside(value) == expected, value
