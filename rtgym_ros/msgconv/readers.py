@@ -86,8 +86,9 @@ class _NumericReader(FieldReader):
         for fill in self._segments:
             fill(msg, out)
         if self._nonfinite != 'keep':
-            bad = ~np.isfinite(out)
-            if bad.any():
+            finite = np.isfinite(out)
+            if not finite.all():
+                bad = ~finite
                 if self._nonfinite == 'zero':
                     out[bad] = 0.0
                 else:
@@ -134,15 +135,22 @@ def _array_segment(leaf: Leaf, count: int, start: int, *,
 
 
 class JointIndex:
-    """Map the message's joint order to the config's, cached per tuple of message names."""
+    """
+    Map the message's joint order to the config's, cached per tuple of message names.
+
+    None for a message that names exactly the configured joints in their order (the usual
+    case): its values are read as they are, without a gather.
+    """
 
     def __init__(self, joint_names: tuple[str, ...], *, key: str) -> None:
         self.joint_names = joint_names
         self._key = key
         self._cache: dict[tuple[str, ...], np.ndarray] = {}
 
-    def __call__(self, names: Sequence[str]) -> np.ndarray:
+    def __call__(self, names: Sequence[str]) -> np.ndarray | None:
         names = tuple(names)
+        if names == self.joint_names:
+            return None
         index = self._cache.get(names)
         if index is None:
             index = self._build(names)
@@ -171,7 +179,8 @@ def _joint_segment(leaf: Leaf, index: JointIndex, start: int, *,
             raise ValueError(
                 f'{key}: expected {len(msg.name)} values in {leaf.path!r} (one per name in the '
                 f'message), got {values.size}')
-        out[start:stop] = values[index(msg.name)]
+        order = index(msg.name)
+        out[start:stop] = values if order is None else values[order]
     return fill
 
 
