@@ -26,6 +26,8 @@ class ClockReader:
         """Whether the clock follows ``/clock`` (a ROS clock with its override on)."""
         self.now: Callable[[], float] = time.time
         """Return the clock's time in seconds."""
+        self.now_ns: Callable[[], int] = time.time_ns
+        """Return the clock's time in integer nanoseconds (a simulator's step arithmetic)."""
         self._jump_handle = None
         if clock.clock_type == ClockType.ROS_TIME:
             self._jump_handle = clock.create_jump_callback(
@@ -33,7 +35,7 @@ class ClockReader:
                 post_callback=self._on_jump)
             self._follow(clock.handle.get_ros_time_override_is_enabled())
         elif clock.clock_type != ClockType.SYSTEM_TIME:
-            self.now = self._rcl_seconds
+            self.now, self.now_ns = self._rcl_seconds, self._rcl_nanoseconds
 
     def _on_jump(self, jump: TimeJump) -> None:
         """Read the override's state again: it was switched (on the thread that switched it)."""
@@ -41,10 +43,14 @@ class ClockReader:
 
     def _follow(self, sim_time: bool) -> None:
         self.now = self._rcl_seconds if sim_time else time.time
+        self.now_ns = self._rcl_nanoseconds if sim_time else time.time_ns
         self.sim_time = sim_time
 
     def _rcl_seconds(self) -> float:
         return self._rcl_now().nanoseconds * 1e-9
+
+    def _rcl_nanoseconds(self) -> int:
+        return self._rcl_now().nanoseconds
 
     def destroy(self) -> None:
         if self._jump_handle is not None:

@@ -24,6 +24,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
+from rtgym_ros.ros.clock_reader import ClockReader
 
 # What physics steps have to publish once the lock is released: (publisher, message) pairs.
 Outbox = List[Tuple[Any, Any]]
@@ -148,6 +149,8 @@ class WallTime(TimeBase):
         self._period = 1.0 / timer_rate
         self._timer = None
         self._wake = threading.Event()  # a reset: its sample is due at once
+        # Two clock reads per tick: Clock.now() builds a Time, tens of µs after a wake-up.
+        self._clock = ClockReader(node.get_clock())
         self._ticking = threading.Lock()  # one tick at a time: messages go out in order
         physics.t = self.now()
 
@@ -171,6 +174,7 @@ class WallTime(TimeBase):
         if self._timer is not None:
             self._node.destroy_timer(self._timer)
             self._timer = None
+        self._clock.destroy()
 
     def restart(self) -> None:
         """Sample at once: wake the thread for it (lock held)."""
@@ -189,7 +193,7 @@ class WallTime(TimeBase):
         A command is due from then on: the next tick integrates the steps up to it with the
         command of before, and applies this one at the step that reaches it.
         """
-        return self._node.get_clock().now().nanoseconds
+        return self._clock.now_ns()
 
     def _run_wall_loop(self) -> None:
         """
@@ -200,14 +204,13 @@ class WallTime(TimeBase):
         """
         period_ns = to_ns(self._period)
         next_tick = time.monotonic_ns()
-        clock = self._node.get_clock()
         while not self._stop.is_set():
             self._wake.clear()
             started = time.monotonic_ns()
             with self._ticking:
                 due = self._tick()
             now = time.monotonic_ns()
-            if self.on_demand and not clock.ros_time_is_active:
+            if self.on_demand and not self._clock.sim_time:
                 # A sensor faster than timer_rate sends several messages a tick.
                 pause_ns = max(min(due - self.now(), _MAX_IDLE_NS), started + period_ns - now)
             else:
