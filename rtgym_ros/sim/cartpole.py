@@ -121,9 +121,18 @@ class CartPole:
         :param command: One force value for the cart; clipped to the force limit.
         :return: The new state.
         """
-        force = check_command(command, self.command_low, self.command_high, 'CartPole')[0]
         if not dt > 0.0:
             raise ValueError(f'CartPole step dt must be > 0, got {dt!r}')
+        self.advance(dt, self.checked_command(command))
+        return self.state
+
+    def checked_command(self, command: np.ndarray) -> list:
+        """Return ``command`` clipped to the force limit, as :meth:`advance` takes it."""
+        return check_command(command, self.command_low, self.command_high, 'CartPole')
+
+    def advance(self, dt: float, command: list) -> None:
+        """:meth:`step` without its checks (``command`` from :meth:`checked_command`)."""
+        force = command[0]
         self._force = force
         s = self._s
         k1 = self._deriv(s, force)
@@ -139,7 +148,6 @@ class CartPole:
             xd = 0.0
         x = min(max(x, -self.track_limit), self.track_limit)
         self._s = [x, xd, wrap_angle(th), thd]
-        return self.state
 
     def _deriv(self, s: list, force: float) -> tuple:
         _, xd, th, thd = s

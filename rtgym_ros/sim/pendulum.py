@@ -106,9 +106,23 @@ class Pendulum:
         :param command: One torque value; clipped to the torque limit.
         :return: The new state.
         """
-        torque = check_command(command, self.command_low, self.command_high, 'Pendulum')[0]
         if not dt > 0.0:
             raise ValueError(f'Pendulum step dt must be > 0, got {dt!r}')
+        self.advance(dt, self.checked_command(command))
+        return self.state
+
+    def checked_command(self, command: np.ndarray) -> list:
+        """Return ``command`` clipped to the torque limit, as :meth:`advance` takes it."""
+        return check_command(command, self.command_low, self.command_high, 'Pendulum')
+
+    def advance(self, dt: float, command: list) -> None:
+        """
+        :meth:`step` without its checks: ``dt`` > 0, ``command`` from :meth:`checked_command`.
+
+        For a simulator's physics loop, which checks a command once when it arrives, not at
+        each of the sub-steps it applies to.
+        """
+        torque = command[0]
         self._torque = torque
         th, om = self._theta, self._omega
         k1t, k1o = om, self._accel(th, om, torque)
@@ -120,7 +134,6 @@ class Pendulum:
         k4o = self._accel(th + dt * k3t, k4t, torque)
         self._theta = wrap_angle(th + dt / 6.0 * (k1t + 2.0 * k2t + 2.0 * k3t + k4t))
         self._omega = om + dt / 6.0 * (k1o + 2.0 * k2o + 2.0 * k3o + k4o)
-        return self.state
 
     def _accel(self, theta: float, omega: float, torque: float) -> float:
         return self._g_over_l * math.sin(theta) + (torque - self.damping * omega) / self._inertia

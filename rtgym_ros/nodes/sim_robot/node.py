@@ -20,7 +20,6 @@ from rclpy.parameter import Parameter
 from rclpy.publisher import Publisher
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
-from rclpy.time import Time
 from rtgym_ros.nodes.sim_robot import faults
 from rtgym_ros.nodes.sim_robot.parameters import (check_rates, declare_parameters,
                                                   dynamic_changes, refuse_invalid)
@@ -55,7 +54,8 @@ class Physics:
         self._sensor_period_ns = max(to_ns(1.0 / sensor_rate), self.dt_ns)
         self._next_sample = 0
         self._joint_pub = joint_pub
-        self._zero = np.zeros(model.command_size)
+        # Commands are checked once, as they arrive: sub-steps take them as plain floats.
+        self._zero = model.checked_command(np.zeros(model.command_size))
         self._command = self._zero
         self._command_time: Optional[int] = None
         self.last_sample: Optional[int] = None
@@ -71,7 +71,7 @@ class Physics:
             self.timeout_ns == 0 or t - self._command_time < self.timeout_ns)
         effort = self._command if fresh else self._zero
         if not self.paused:
-            self.model.step(self.dt, effort)
+            self.model.advance(self.dt, effort)
         self.t = t = t + self.dt_ns
         if t >= self._next_sample:
             self._next_sample += self._sensor_period_ns
@@ -87,7 +87,7 @@ class Physics:
 
     def command(self, values: np.ndarray, arrived: int) -> None:
         """Take an effort command that arrived at ``arrived``; it applies after the delay."""
-        self.faults.send_command(max(arrived, self.t), values)
+        self.faults.send_command(max(arrived, self.t), self.model.checked_command(values))
 
     def zero_command(self) -> None:
         """Apply no effort until the next command."""
@@ -117,7 +117,7 @@ class Physics:
             return
         position, velocity = measured
         msg = JointState()
-        msg.header.stamp = Time(nanoseconds=t).to_msg()
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(t, 1_000_000_000)
         msg.name = list(self.model.joint_names)
         msg.position = array.array('d', position.tolist())
         msg.velocity = array.array('d', velocity.tolist())
