@@ -113,7 +113,7 @@ def run_physics(steps: int, seed: int) -> dict:
         start = time.perf_counter()
         out: list = []
         with physics.lock:
-            physics.command(actions[k])
+            physics.command(actions[k], physics.t)  # in lockstep a command arrives at t
             target = physics.t + 20_000_000
             while physics.t < target:
                 physics.step(out)
