@@ -175,8 +175,9 @@ class Slot:
     def stamped_by(self, time_: float, now: float) -> list[tuple[str, float]]:
         """Return what holds data stamped at or before ``time_`` (as ``missing``), with its age."""
         if self._joints is not None:
-            return [(f'{self.name}.{name}', now - stamp)
-                    for name, stamp in self._joints.stamped_by(time_)]
+            with self._changed:  # the table writes its kept message's stamp into its arrays
+                found = self._joints.stamped_by(time_)
+            return [(f'{self.name}.{name}', now - stamp) for name, stamp in found]
         return [(self.name, self.age(now))] if self.message is not None \
             and self.stamp <= time_ else []
 
