@@ -8,7 +8,6 @@ injects are in :mod:`.faults`, its clocks in :mod:`.time_bases`, its parameters 
 :mod:`.parameters`.
 """
 
-import array
 import functools
 import threading
 from typing import Any, Callable, List, Optional
@@ -20,6 +19,7 @@ from rclpy.parameter import Parameter
 from rclpy.publisher import Publisher
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
+from rtgym_ros.msgconv import joint_state_cdr
 from rtgym_ros.nodes.sim_robot import faults
 from rtgym_ros.nodes.sim_robot.parameters import (check_rates, declare_parameters,
                                                   dynamic_changes, refuse_invalid)
@@ -54,6 +54,8 @@ class Physics:
         self._sensor_period_ns = max(to_ns(1.0 / sensor_rate), self.dt_ns)
         self._next_sample = 0
         self._joint_pub = joint_pub
+        # Samples are published as serialized bytes: no Python JointState is built.
+        self._names = joint_state_cdr.names_block('', model.joint_names)
         # Commands are checked once, as they arrive: sub-steps take them as plain floats.
         self._zero = model.checked_command(np.zeros(model.command_size))
         self._command = self._zero
@@ -116,12 +118,8 @@ class Physics:
         if measured is None:
             return
         position, velocity = measured
-        msg = JointState()
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(t, 1_000_000_000)
-        msg.name = list(self.model.joint_names)
-        msg.position = array.array('d', position.tolist())
-        msg.velocity = array.array('d', velocity.tolist())
-        msg.effort = array.array('d', self.model.effort().tolist())
+        msg = joint_state_cdr.encode(t, self._names, position.tolist(), velocity.tolist(),
+                                     self.model.effort().tolist())
         self.faults.send_measurement(t, msg)
 
 
