@@ -169,9 +169,9 @@ class RosEnv(RealTimeEnv):
         if command.shape != space.shape:
             raise ValueError(f'act_prepro_func must return an action of shape {space.shape}, '
                              f'got shape {command.shape}')
-        if not np.all(np.isfinite(command)):
+        if not np.isfinite(command).all():
             raise ValueError(f'act_prepro_func returned non-finite values {command.tolist()}')
-        if np.any(command < space.low) or np.any(command > space.high):
+        if (command < space.low).any() or (command > space.high).any():
             self.clipped_commands += 1
             command = np.clip(command, space.low, space.high)
         return command.astype(np.float32)
@@ -243,7 +243,7 @@ class RosEnv(RealTimeEnv):
     def _kept_in_reach(self, action: np.ndarray) -> np.ndarray:
         """Return ``action``, or it clipped within ``max_delta`` of the robot's last target."""
         low, high = self._reach(self._sent)
-        if np.all(action >= low) and np.all(action <= high):
+        if (action >= low).all() and (action <= high).all():
             return action
         self.rate_limited_actions += 1
         return np.clip(action, low, high)
@@ -306,7 +306,7 @@ class RosEnv(RealTimeEnv):
             raise ValueError(f'action must be {space.shape[0]} numbers, got {action!r}') from None
         if values.shape != space.shape:
             raise ValueError(f'action must have shape {space.shape}, got {values.shape}')
-        if not np.all(np.isfinite(values)):
+        if not np.isfinite(values).all():
             self.replaced_actions += 1
             warnings.warn(f'non-finite action {values.tolist()} replaced by the safe action')
             # Held groups keep the previous step's action, which may still be on its way to
@@ -344,7 +344,7 @@ class RosEnv(RealTimeEnv):
     def _keep_within(self, values: np.ndarray, low: np.ndarray, high: np.ndarray,
                      why: Callable[[], str]) -> tuple[np.ndarray, bool]:
         """Clip to [low, high], or raise ValueError(why()) under ``action_policy: reject``."""
-        if np.all(values >= low) and np.all(values <= high):
+        if (values >= low).all() and (values <= high).all():
             return values, False
         if self.robot.options.action_policy == 'reject':
             self.rejected_actions += 1
