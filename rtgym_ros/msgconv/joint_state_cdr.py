@@ -15,8 +15,10 @@ uint32 length that counts the terminating NUL, then the bytes), with 8-byte doub
     uint32 len(name), string name[], then for position, velocity and effort:
     uint32 len, float64 values[len] (aligned to 8 only when there is one)
 
-``test_joint_state_cdr.py`` holds it byte for byte to what rclpy's own
-``serialize_message`` writes.
+``test_joint_state_cdr.py`` reads random messages written so back with rclpy's own
+``deserialize_message``. rclpy's ``serialize_message`` writes the same fields at the same
+offsets; it leaves its padding bytes as they were, and its length counts 8-byte alignment for an
+empty sequence of doubles too (a few bytes more, never read).
 """
 
 import struct
