@@ -53,8 +53,8 @@ def header_stamp(msg: Any) -> float:
     """
     Return header.stamp in seconds, for a message whose type is known to have a header.
 
-    For the io thread, which checks the type once per slot: asking the type on every message
-    (``message_stamp``) copies its field table each time.
+    For the io thread, which checks the type once per slot, not per message as
+    ``message_stamp`` does.
     """
     stamp = msg.header.stamp
     return (stamp.sec * 1_000_000_000 + stamp.nanosec) * 1e-9
