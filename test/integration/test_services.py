@@ -60,6 +60,12 @@ class SilentServer:
         self.context.try_shutdown()
 
 
+@pytest.fixture
+def probe(fresh_probe):
+    """Give each test a fresh client participant: the server must be found within 0.8 s."""
+    return fresh_probe
+
+
 @pytest.mark.parametrize('retry', [True, False])
 def test_a_late_server_that_never_answers_is_given_one_timeout_in_all(probe, retry):
     name = f'/silent_{"retry" if retry else "once"}_{time.monotonic_ns()}'
