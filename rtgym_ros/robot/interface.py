@@ -560,8 +560,6 @@ class RosInterface(RealTimeGymInterface):
         """Unpause and reset the robot, then wait for messages from after the reset."""
         self._resume()
         timeout = self.spec.options.reset_timeout
-        timeout = max(0.0, timeout - self._wait_for_action_subscribers(
-            min(timeout, ACTION_MATCH_WAIT)))
         if self.lockstep:
             # A paused simulator announces its reset state once, on a volatile topic: a slot
             # whose subscription is not matched with a publisher yet (discovery) would lose
@@ -602,6 +600,9 @@ class RosInterface(RealTimeGymInterface):
             self.stale_runs[name] = 0
         deadline = time.monotonic() + timeout
         self._wait_for_first_messages(after, counts, baselines, (jumps, backs), timeout)
+        # Now: the robot's data came, so its node is discovered (a new env's graph is empty).
+        self._wait_for_action_subscribers(
+            min(ACTION_MATCH_WAIT, max(0.0, deadline - time.monotonic())))
         if not self.lockstep:
             self._wait_for_fresh_first_messages(deadline)
         if may_rewind:
@@ -687,9 +688,9 @@ class RosInterface(RealTimeGymInterface):
             slot.wait_newer_than(now - max_age, timeout=(
                 left if policy == 'error' else min(left, slot.spec.wait_timeout)))
 
-    def _wait_for_action_subscribers(self, bound: float) -> float:
+    def _wait_for_action_subscribers(self, bound: float) -> None:
         """
-        Wait until each action topic's subscribers in the graph are matched; return the wait.
+        Wait until each action topic's subscribers in the graph are matched, up to ``bound``.
 
         The graph may learn of a subscriber before DDS has matched our publisher with it: an
         episode's first actions would be lost on the way to a robot that just came up.
@@ -699,11 +700,9 @@ class RosInterface(RealTimeGymInterface):
         node = self._node
         wanted = [(publisher, interface_name(group.writer.msg_type))
                   for group, publisher in zip(self.spec.actions, self._publishers)]
-        start = time.monotonic()
         self._services.wait_until(lambda: all(
             publisher.get_subscription_count() >= matchable_subscribers(node, publisher, msg_type)
             for publisher, msg_type in wanted), bound)
-        return time.monotonic() - start
 
     def _wait_for_first_messages(self, after: dict[str, float], counts: dict[str, int],
                                  baselines: dict[str, float], jumps: tuple[int, int],

@@ -26,7 +26,7 @@ from rclpy.signals import SignalHandlerOptions
 from rclpy.subscription import Subscription
 from rclpy.task import Future
 from rclpy.time import Time
-from ros_probe import Probe, RosoutLog, SimProcess, wait_until
+from ros_probe import RosoutLog, SimProcess, wait_until
 from rosgraph_msgs.msg import Clock
 import rtgym_ros  # noqa: F401
 from rtgym_ros.msgconv.fields import message_stamp
@@ -109,18 +109,9 @@ class Streams:
 
 
 @pytest.fixture
-def probe():
-    """
-    Give each test a probe of its own: a participant that no env has come to and left yet.
-
-    In these Fast DDS wheels a new participant often takes about 3 s to find one that has seen
-    envs come and go, against 0.1 s for a fresh one (measured with a script outside the
-    suite); and twice an env did not find a stand-in service made on a module-wide probe
-    within 30 s.
-    """
-    node = Probe()
-    yield node
-    node.close()
+def probe(fresh_probe):
+    """Each test has a probe of its own: envs come and go here (conftest's ``fresh_probe``)."""
+    return fresh_probe
 
 
 @pytest.fixture
@@ -576,6 +567,39 @@ def test_reset_waits_for_the_action_subscribers_dds_can_match(streams, make_env,
                'the graph to hold every subscriber')
     time.sleep(0.5)  # DDS would match any more within this
     assert publisher.get_subscription_count() == 2
+
+
+def test_a_new_env_waits_for_the_action_subscribers_once_the_robot_is_seen(
+        streams, make_env, monkeypatch):
+    """
+    Wait for the action subscribers once the robot's first data came, not as reset() begins.
+
+    A new env's graph is empty then; by the time the data came the robot's node is
+    discovered, and waiting for its subscribers then gets its first actions to it.
+    """
+    from rtgym_ros.robot.interface import RosInterface
+    counts_at_wait: list[int] = []
+    wait = RosInterface._wait_for_action_subscribers
+
+    def noting_wait(self, bound: float) -> None:
+        counts_at_wait.append(min(slot.count for slot in self.slots))
+        wait(self, bound)
+
+    monkeypatch.setattr(RosInterface, '_wait_for_action_subscribers', noting_wait)
+    state = streams.joint_states(['j0'], [0.0], rate=100.0)
+    state['on'] = False  # the robot's sensor comes up after reset() began
+    streams.subscription(Float64MultiArray, 'command', 10)
+    env = make_env(streams.ns, params(['j0']))
+    sensor_up = threading.Timer(0.5, state.update, kwargs={'on': True})
+    sensor_up.start()
+    try:
+        env.reset()
+    finally:
+        sensor_up.cancel()
+    assert counts_at_wait and counts_at_wait[0] > 0, (
+        f'the action subscribers were waited for before the robot was seen: {counts_at_wait}')
+    publisher = env.unwrapped.interface._publishers[0]
+    assert publisher.get_subscription_count() == 1
 
 
 def test_an_action_topic_nobody_listens_to_is_warned_about(streams, make_env):
