@@ -600,7 +600,7 @@ class RosInterface(RealTimeGymInterface):
             self.stale_runs[name] = 0
         deadline = time.monotonic() + timeout
         self._wait_for_first_messages(after, counts, baselines, (jumps, backs), timeout)
-        # Now: the robot's data came, so its node is discovered (a new env's graph is empty).
+        # The robot's data came: its node is discovered (a new env's graph was empty before).
         self._wait_for_action_subscribers(
             min(ACTION_MATCH_WAIT, max(0.0, deadline - time.monotonic())))
         if not self.lockstep:
