@@ -5,13 +5,17 @@ from pathlib import Path
 import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
 from typing import Any
 
-from rtgym_ros.nodes.launch_logic import describe_exit
-
 REPO = str(Path(__file__).resolve().parents[1])
+"""This checkout: the rtgym_ros measured, in the benchmark's own process as in its children."""
+if REPO not in sys.path:  # else an installed copy (colcon's install/, another clone) is found
+    sys.path.insert(0, REPO)
+
+from rtgym_ros.nodes.launch_logic import describe_exit  # noqa: E402, I100
 
 
 def bench_environment() -> dict[str, str]:

@@ -34,7 +34,8 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.signals import SignalHandlerOptions
-from rtgym_ros.ros.lean_executor import LeanExecutor
+import bench_support  # noqa: F401, I100 - puts this checkout's rtgym_ros first
+from rtgym_ros.ros.lean_executor import LeanExecutor  # noqa: I100
 
 PERIOD = 0.01  # s between wake-ups
 
