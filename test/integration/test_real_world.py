@@ -554,17 +554,19 @@ def test_reset_waits_for_the_action_subscribers_dds_can_match(streams, make_env,
     for _, msg_type, qos in ACTION_SUBSCRIBERS:
         streams.subscription(msg_type, 'command', qos)
     env = make_env(streams.ns, params(['j0'], reset_timeout=60.0))
-    start = time.monotonic()
-    env.reset()
-    assert time.monotonic() - start < 30.0, 'reset() waited for a subscriber that cannot match'
     interface = env.unwrapped.interface
     topic = f'{streams.ns}/command'
     publisher = next(p for p in interface._publishers if p.topic_name == topic)
     node = interface._node
-    assert publisher.get_subscription_count() == 2  # matched when reset() returned
-    assert matchable_subscribers(node, publisher, 'std_msgs/msg/Float64MultiArray') == 2
+    # The graph knows them all first: reset() waits for the subscribers it knows (a new env's
+    # graph learns a robot's subscriptions apart from its sensor's publisher).
     wait_until(lambda: node.count_subscribers(topic) == len(ACTION_SUBSCRIBERS), 10.0,
                'the graph to hold every subscriber')
+    start = time.monotonic()
+    env.reset()
+    assert time.monotonic() - start < 30.0, 'reset() waited for a subscriber that cannot match'
+    assert publisher.get_subscription_count() == 2  # matched when reset() returned
+    assert matchable_subscribers(node, publisher, 'std_msgs/msg/Float64MultiArray') == 2
     time.sleep(0.5)  # DDS would match any more within this
     assert publisher.get_subscription_count() == 2
 
