@@ -9,7 +9,10 @@ config's; the env turns it into a Dict (or keeps rtgym's Tuple).
 Image slots take their messages serialized, on a thread that copies them with the GIL released
 (:mod:`rtgym_ros.ros.serialized`): converting a large image into a Python message holds the GIL
 long enough to delay the time-step (90 ms for 50 MB). ``RTGYM_ROS_IMAGE_TAKE=message`` keeps
-them on the io node as rclpy messages.
+them on the io node as rclpy messages. JointState slots take theirs raw on the io node and read
+the few fields from the bytes (:func:`rtgym_ros.msgconv.joint_state_cdr.decode`), for the same
+reason at a smaller scale: robots publish them often. ``RTGYM_ROS_JOINT_STATE_TAKE=message``
+takes rclpy messages instead.
 """
 
 import math
@@ -30,6 +33,7 @@ from rtgym_ros.core.interface import RealTimeGymInterface
 from rtgym_ros.core.validate import bound_repr
 from rtgym_ros.msgconv.fields import has_header, IMAGE, JOINT_STATE, JOINT_TRAJECTORY
 from rtgym_ros.msgconv.image_cdr import decode_image
+from rtgym_ros.msgconv.joint_state_cdr import decode as decode_joint_state
 from rtgym_ros.msgconv.type_names import interface_name
 from rtgym_ros.robot.services import build_request, check_response, ServiceCaller
 from rtgym_ros.robot.slots import SignalSlot, Slot, wait_all
@@ -41,15 +45,15 @@ from rtgym_ros.ros.graph import (describe_publishers, describe_service, GraphWat
                                  matchable_subscribers)
 
 IMAGE_TAKE_VARIABLE = 'RTGYM_ROS_IMAGE_TAKE'
-IMAGE_TAKES = ('serialized', 'message')
+JOINT_STATE_TAKE_VARIABLE = 'RTGYM_ROS_JOINT_STATE_TAKE'
+TAKES = ('serialized', 'message')
 
 
-def image_take() -> str:
-    """Return how image slots take their messages: ``RTGYM_ROS_IMAGE_TAKE``, 'serialized'."""
-    choice = os.environ.get(IMAGE_TAKE_VARIABLE, '').strip() or 'serialized'
-    if choice not in IMAGE_TAKES:
-        raise ValueError(f'{IMAGE_TAKE_VARIABLE} must be one of {IMAGE_TAKES}, '
-                         f'found {choice!r}')
+def take(variable: str) -> str:
+    """Return how slots of a type take their messages: ``variable``'s value, 'serialized'."""
+    choice = os.environ.get(variable, '').strip() or 'serialized'
+    if choice not in TAKES:
+        raise ValueError(f'{variable} must be one of {TAKES}, found {choice!r}')
     return choice
 
 
@@ -161,13 +165,22 @@ class RosInterface(RealTimeGymInterface):
             self._sent = [self.recorder.published(publisher.topic_name, group.writer.msg_type,
                                                   qos=group.qos)
                           for group, publisher in zip(self.spec.actions, self._publishers)]
-        # A recorded slot keeps its messages: images then come as rclpy messages.
-        serialized_images = image_take() == 'serialized' and self.recorder is None
+        # A recorded slot keeps its messages: they then come as rclpy messages.
+        recorded = self.recorder is not None
+        serialized_images = not recorded and take(IMAGE_TAKE_VARIABLE) == 'serialized'
+        raw_joint_states = not recorded and take(JOINT_STATE_TAKE_VARIABLE) == 'serialized'
         for slot_spec in self.spec.observations:
             slot = Slot(slot_spec, now=self.now,
                         stamp_tolerance=self.spec.options.stamp_tolerance)
-            subscription = (self._subscribe_serialized(slot_spec, slot) if serialized_images
-                            else None)
+            subscription = None
+            kind = interface_name(slot_spec.reader.msg_type)
+            if serialized_images and kind == IMAGE:
+                subscription = self._subscribe_serialized(slot_spec, slot)
+            elif raw_joint_states and kind == JOINT_STATE:
+                subscription = self._io_node.create_subscription(
+                    slot_spec.reader.msg_type, slot_spec.topic,
+                    lambda data, store=slot.store: store(decode_joint_state(data)),
+                    slot_spec.qos, raw=True)
             if subscription is None:
                 subscription = self._io_node.create_subscription(
                     slot_spec.reader.msg_type, slot_spec.topic,
@@ -229,7 +242,7 @@ class RosInterface(RealTimeGymInterface):
     def _subscribe_serialized(self, slot_spec: ObservationSlotSpec, slot: Slot) -> Any:
         """Take an image slot's messages serialized: the subscription, or None if not."""
         subscribe = getattr(self._io_node, 'create_serialized_subscription', None)
-        if subscribe is None or interface_name(slot_spec.reader.msg_type) != IMAGE:
+        if subscribe is None:
             return None
         try:
             return subscribe(slot_spec.reader.msg_type, slot_spec.topic,

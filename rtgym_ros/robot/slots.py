@@ -3,7 +3,8 @@ Timestamped observation slots: the newest data of a topic, and how old it is.
 
 A subscription callback only stores a reference to the message and its stamp (on the io
 thread; an image slot's frame, read from the serialized bytes, on the serialized receiver's
-thread); conversion to numpy happens once, at capture, on the executor thread. A condition
+thread; a JointState slot's, read from a raw take's bytes, on the io thread); conversion to
+numpy happens once, at capture, on the executor thread. A condition
 variable lets the capture wait, bounded, for data newer than a given time.
 
 Two rules of the real ROS world are kept here:
@@ -351,7 +352,10 @@ class _JointTable:
         came = self._stamps > -np.inf
         if came.any():
             header = self._headers.flat[int(np.argmin(np.where(came, self._stamps, np.inf)))]
-            merged.header.stamp, merged.header.frame_id = header.stamp, header.frame_id
+            # Field by field: a raw take's header is no std_msgs Header (joint_state_cdr).
+            merged.header.stamp.sec = header.stamp.sec
+            merged.header.stamp.nanosec = header.stamp.nanosec
+            merged.header.frame_id = header.frame_id
         return merged
 
     def _settle(self) -> None:

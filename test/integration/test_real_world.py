@@ -30,6 +30,8 @@ from ros_probe import RosoutLog, SimProcess, wait_until
 from rosgraph_msgs.msg import Clock
 import rtgym_ros  # noqa: F401
 from rtgym_ros.msgconv.fields import message_stamp
+from rtgym_ros.msgconv.joint_state_cdr import JointStateFrame
+from rtgym_ros.robot.interface import JOINT_STATE_TAKE_VARIABLE
 from rtgym_ros.robot.services import RETRY_PERIOD
 from rtgym_ros.ros.graph import describe_service
 from sensor_msgs.msg import JointState
@@ -190,6 +192,36 @@ def test_joint_states_of_an_arm_and_a_gripper_on_one_topic(streams, make_env):
     later = steps(env, 10)
     assert later[-1][0]['joints'].tolist() == [1.5, 2.0]
     assert later[-1][4]['stale'] == ['joints'] and later[-1][4]['obs_ages']['joints'] > 0.1
+
+
+@pytest.mark.parametrize('take', ['serialized', 'message'])
+def test_joint_states_read_the_same_whichever_take(streams, make_env, monkeypatch, take):
+    # A driver's names in its own order, a joint more, efforts given, NaN and a stamp field:
+    # read from the raw bytes (joint_state_cdr.decode) as from rclpy's message.
+    monkeypatch.setenv(JOINT_STATE_TAKE_VARIABLE, take)
+    streams.joint_states(['x', 'j1', 'j0'], [0.25, -1.5, np.nan], efforts=[7.0, 8.0, 9.0],
+                         rate=100.0, stamp_offset=-1.0, frame_id='base')
+    env = make_env(streams.ns, params(['j0', 'j1'], joints={
+        'fields': ['position', 'effort', 'header.stamp.sec'], 'low': [-3.0] * 4 + [0.0],
+        'high': [3.0] * 2 + [10.0] * 2 + [4e9]}))
+    [slot] = env.unwrapped.interface.slots
+    env.reset()
+    obs, *_, info = steps(env, 3)[-1]
+    values = obs['joints'].tolist()
+    assert np.isnan(values[0]) and values[1:4] == [-1.5, 9.0, 8.0], values
+    message, stamp = slot.snapshot()
+    assert values[4] == pytest.approx(int(stamp), abs=256.0)  # float32 of the seconds
+    assert stamp == message_stamp(message) < time.time() - 0.5  # its header's, not arrival's
+    assert info['out_of_bounds'] == ['joints'], info  # the NaN
+    assert type(message) is (JointStateFrame if take == 'serialized' else JointState), message
+    assert message.header.frame_id == 'base'
+
+
+def test_an_unknown_joint_state_take_is_refused(streams, make_env, monkeypatch):
+    monkeypatch.setenv(JOINT_STATE_TAKE_VARIABLE, 'zero_copy')
+    refused = f'{JOINT_STATE_TAKE_VARIABLE} must be one of .*serialized.*message.*zero_copy'
+    with pytest.raises(ValueError, match=refused):
+        make_env(streams.ns, params(['j0']))
 
 
 def test_the_merged_joint_state_carries_the_header_of_its_oldest_part(streams, make_env):

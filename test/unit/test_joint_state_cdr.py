@@ -1,15 +1,24 @@
 """
-JointState written straight to CDR bytes, read back by rclpy's own deserializer.
+JointState written straight to CDR bytes and read from them, checked against rclpy's own.
+
+Written bytes are read back by rclpy's deserializer; rclpy's serialized JointStates are read by
+``decode`` as rclpy's deserializer reads them.
 
 ``sim_robot`` publishes its samples as these bytes. rclpy's ``serialize_message`` leaves its
 padding bytes as it found them, and counts 8-byte alignment for an empty double sequence in
 the length, so the bytes are compared by what rclpy reads from them, over random messages.
+An env's JointState slot reads what a raw take gives with ``decode``.
 """
 
+import math
 import random
+import struct
 
+import numpy as np
+import pytest
 from rclpy.serialization import deserialize_message, serialize_message
-from rtgym_ros.msgconv.joint_state_cdr import encode, names_block
+from rtgym_ros.msgconv.fields import message_stamp
+from rtgym_ros.msgconv.joint_state_cdr import decode, encode, JointStateFrame, names_block
 from sensor_msgs.msg import JointState
 
 
@@ -48,3 +57,130 @@ def test_a_robots_sample_is_its_stamp_names_and_values():
     assert message.name == ['pendulum_joint'] and message.header.frame_id == ''
     assert list(message.position) == [0.5] and list(message.velocity) == [-1.25]
     assert list(message.effort) == []
+
+
+def random_message(rng: random.Random) -> JointState:
+    stamp_ns, frame_id, names, arrays = random_joint_state(rng)
+    for values in arrays:  # what a driver may send besides numbers
+        for i in range(len(values)):
+            values[i] = rng.choice([values[i]] * 6 + [math.nan, math.inf, -math.inf, -0.0])
+    message = JointState(name=names, position=arrays[0], velocity=arrays[1], effort=arrays[2])
+    message.header.frame_id = frame_id
+    message.header.stamp.sec, message.header.stamp.nanosec = divmod(stamp_ns, 10**9)
+    return message
+
+
+def fields(message) -> tuple:
+    """Return what a JointState slot reads of a message, NaN-safe (arrays as bytes)."""
+    stamp = message.header.stamp
+    return (stamp.sec, stamp.nanosec, message.header.frame_id, list(message.name),
+            *(np.asarray(getattr(message, field), '<f8').tobytes()
+              for field in ('position', 'velocity', 'effort')))
+
+
+def test_decode_reads_what_rclpy_reads_from_rclpys_bytes():
+    rng = random.Random(5)
+    for _ in range(2000):
+        data = serialize_message(random_message(rng))
+        frame = decode(data)
+        assert isinstance(frame, JointStateFrame)
+        assert fields(frame) == fields(deserialize_message(data, JointState)), frame
+
+
+def test_decode_reads_sim_robots_bytes():
+    rng = random.Random(6)
+    for _ in range(500):
+        stamp_ns, frame_id, names, arrays = random_joint_state(rng)
+        data = encode(stamp_ns, names_block(frame_id, names), *arrays)
+        assert fields(decode(data)) == fields(deserialize_message(data, JointState))
+
+
+def test_a_frame_reads_like_the_message_for_the_slot():
+    message = JointState(name=['j0'], position=[0.5])
+    message.header.stamp.sec, message.header.stamp.nanosec = 12, 500_000_000
+    frame = decode(serialize_message(message))
+    assert message_stamp(frame) == message_stamp(message) == 12.5  # has_header by its fields
+    assert frame.position.dtype == np.float64 and not frame.position.flags.writeable
+    assert 'j0' in repr(frame) and '12.500000000' in repr(frame)
+
+
+def test_another_encapsulation_is_left_to_rclpy():
+    # Big-endian CDR: rclpy reads it (this rmw swaps the bytes); decode leaves it to rclpy.
+    message = JointState(name=['a', 'b'], position=[1.0, -2.0], effort=[3.0, 4.0])
+    message.header.stamp.sec, message.header.frame_id = 7, 'base'
+    data = serialize_message(message)
+    swapped = _big_endian(data, names=2)
+    result = decode(swapped)
+    assert type(result) is JointState
+    assert result == deserialize_message(swapped, JointState) == message
+
+
+def assert_read_as_rclpy_reads_it(data: bytes) -> None:
+    """Check that decode gives what rclpy's deserializer gives, or raises what it raises."""
+    try:
+        expected = deserialize_message(data, JointState)
+    except Exception as error:  # noqa: B902 - whatever rclpy raises, decode raises
+        with pytest.raises(type(error), match=str(error)):
+            decode(data)
+    else:
+        assert fields(decode(data)) == fields(expected)
+
+
+@pytest.mark.parametrize('cut', [5, 13, 20, 40, -9, -1])
+def test_bytes_cut_short_are_read_as_rclpy_reads_them(cut):
+    # Not a whole message (decode leaves it to rclpy: an error, as a take of it raises), or
+    # whole but for padding that rclpy's length counts and no field needs.
+    assert_read_as_rclpy_reads_it(
+        serialize_message(JointState(name=['a', 'b'], position=[1.0, 2.0]))[:cut])
+
+
+@pytest.mark.parametrize('count', [0, 2, 2**31, 2**32 - 1])
+def test_a_wrong_name_count_is_read_as_rclpy_reads_it(count):
+    data = bytearray(serialize_message(JointState(name=['a'], position=[1.0])))
+    assert struct.unpack_from('<I', data, 20) == (1,)  # after the stamp and an empty frame id
+    struct.pack_into('<I', data, 20, count)
+    assert_read_as_rclpy_reads_it(bytes(data))
+
+
+def test_corrupt_bytes_are_read_as_rclpy_reads_them():
+    rng = random.Random(8)
+    for _ in range(1500):
+        data = bytearray(serialize_message(random_message(rng)))
+        for _ in range(rng.randint(1, 3)):  # a few bytes changed (never the encapsulation)
+            data[rng.randrange(4, len(data))] = rng.choice(
+                [0, 1, 2, 0x7f, 0xff, rng.randrange(256)])
+        cut = rng.choice([len(data), rng.randrange(4, len(data) + 1)])
+        assert_read_as_rclpy_reads_it(bytes(data[:cut]))
+
+
+def _big_endian(data: bytes, *, names: int) -> bytes:
+    """Return the message of ``data`` (little-endian CDR, ``names`` names) byte-swapped."""
+    out = bytearray(data)
+    out[1] = 0x00
+    offset = 4
+
+    def swap(size: int, count: int = 1) -> None:
+        nonlocal offset
+        offset += -(offset - 4) % size
+        for _ in range(count):
+            out[offset:offset + size] = out[offset:offset + size][::-1]
+            offset += size
+
+    def string() -> None:
+        nonlocal offset
+        offset += -(offset - 4) % 4
+        (length,) = struct.unpack_from('<I', data, offset)
+        swap(4)
+        offset += length
+    swap(4, 2)
+    string()
+    swap(4)
+    for _ in range(names):
+        string()
+    for _ in range(3):
+        offset += -(offset - 4) % 4
+        (size,) = struct.unpack_from('<I', data, offset)
+        swap(4)
+        if size:  # an empty sequence of doubles is not aligned to 8
+            swap(8, size)
+    return bytes(out)
