@@ -12,7 +12,9 @@ long enough to delay the time-step (90 ms for 50 MB). ``RTGYM_ROS_IMAGE_TAKE=mes
 them on the io node as rclpy messages. JointState slots take theirs raw on the io node and read
 the few fields from the bytes (:func:`rtgym_ros.msgconv.joint_state_cdr.decode`), for the same
 reason at a smaller scale: robots publish them often. ``RTGYM_ROS_JOINT_STATE_TAKE=message``
-takes rclpy messages instead.
+takes rclpy messages instead. Actions go out as serialized bytes packed into a template
+(:mod:`rtgym_ros.msgconv.serialized_writer`), where one checks out for the group's writer;
+``RTGYM_ROS_ACTION_PUBLISH=message`` publishes rclpy messages.
 """
 
 import math
@@ -34,6 +36,7 @@ from rtgym_ros.core.validate import bound_repr
 from rtgym_ros.msgconv.fields import has_header, IMAGE, JOINT_STATE, JOINT_TRAJECTORY
 from rtgym_ros.msgconv.image_cdr import decode_image
 from rtgym_ros.msgconv.joint_state_cdr import decode as decode_joint_state
+from rtgym_ros.msgconv.serialized_writer import serialized_writer, stamp_message
 from rtgym_ros.msgconv.type_names import interface_name
 from rtgym_ros.robot.services import build_request, check_response, ServiceCaller
 from rtgym_ros.robot.slots import SignalSlot, Slot, wait_all
@@ -46,14 +49,15 @@ from rtgym_ros.ros.graph import (describe_publishers, describe_service, GraphWat
 
 IMAGE_TAKE_VARIABLE = 'RTGYM_ROS_IMAGE_TAKE'
 JOINT_STATE_TAKE_VARIABLE = 'RTGYM_ROS_JOINT_STATE_TAKE'
-TAKES = ('serialized', 'message')
+ACTION_PUBLISH_VARIABLE = 'RTGYM_ROS_ACTION_PUBLISH'
+FORMS = ('serialized', 'message')
 
 
-def take(variable: str) -> str:
-    """Return how slots of a type take their messages: ``variable``'s value, 'serialized'."""
+def message_form(variable: str) -> str:
+    """Return how messages of a kind come or go: ``variable``'s value, 'serialized' if unset."""
     choice = os.environ.get(variable, '').strip() or 'serialized'
-    if choice not in TAKES:
-        raise ValueError(f'{variable} must be one of {TAKES}, found {choice!r}')
+    if choice not in FORMS:
+        raise ValueError(f'{variable} must be one of {FORMS}, found {choice!r}')
     return choice
 
 
@@ -105,8 +109,8 @@ class RosInterface(RealTimeGymInterface):
         self.recorder = recorder
         """An ``EpisodeRecorder`` (the env records its episodes) or None."""
         self._sent: list[Callable[[Any, Any], None]] = []
-        # Read the clock as a message stamp only for a stamped group or a recording: right
-        # after a wake-up, Clock.now() and to_msg() cost tens of µs per time-step.
+        # Read the clock for a stamp only for a stamped group or a recording: right after a
+        # wake-up, Clock.now() and to_msg() cost tens of µs per time-step (now_ns, a few).
         self._stamps_actions = any(group.stamped and has_header(group.writer.msg_type)
                                    for group in spec.actions)
         self.time_step_duration = 0.05
@@ -123,6 +127,7 @@ class RosInterface(RealTimeGymInterface):
         """Called with each safe action ``send_safe_action_now`` published, on its thread."""
         self.slots: list[Slot] = []
         self._publishers: list = []
+        self._encoders: list = []  # per action group: a SerializedWriter, or None (messages)
         self._signals: dict[str, SignalSlot] = {}
         self._last_capture = -np.inf
         self._jumps_back = 0  # the clock's jumps back that moved its data (io thread)
@@ -160,6 +165,13 @@ class RosInterface(RealTimeGymInterface):
         self._publishers = [node.create_publisher(group.writer.msg_type, group.topic, group.qos)
                             for group in self.spec.actions]
         self._check_one_group_per_topic()
+        # A recording keeps the messages sent: they are then built as rclpy messages.
+        serialized_actions = self.recorder is None \
+            and message_form(ACTION_PUBLISH_VARIABLE) == 'serialized'
+        self._encoders = [
+            serialized_writer(group.writer, stamped=group.stamped
+                              and has_header(group.writer.msg_type))
+            if serialized_actions else None for group in self.spec.actions]
         if self.recorder is not None:
             self.recorder.bind_node(node)
             self._sent = [self.recorder.published(publisher.topic_name, group.writer.msg_type,
@@ -167,8 +179,9 @@ class RosInterface(RealTimeGymInterface):
                           for group, publisher in zip(self.spec.actions, self._publishers)]
         # A recorded slot keeps its messages: they then come as rclpy messages.
         recorded = self.recorder is not None
-        serialized_images = not recorded and take(IMAGE_TAKE_VARIABLE) == 'serialized'
-        raw_joint_states = not recorded and take(JOINT_STATE_TAKE_VARIABLE) == 'serialized'
+        serialized_images = not recorded and message_form(IMAGE_TAKE_VARIABLE) == 'serialized'
+        raw_joint_states = not recorded \
+            and message_form(JOINT_STATE_TAKE_VARIABLE) == 'serialized'
         for slot_spec in self.spec.observations:
             slot = Slot(slot_spec, now=self.now,
                         stamp_tolerance=self.spec.options.stamp_tolerance)
@@ -372,13 +385,20 @@ class RosInterface(RealTimeGymInterface):
         jumps = self._jumps_back
         with self._target_lock:  # before publishing: a stop from another thread holds it
             replaced, self.last_action = self.last_action, target
-        stamp = self._clock.now().to_msg() if self._stamps_actions or self._sent else None
+        stamp_ns = self._clock_reader.now_ns() if self._stamps_actions or self._sent else None
+        stamp = None  # the stamp as a message, made once some message needs it
         start = 0
         messages = []  # as published; None: its publish() raised (nothing went out to record)
         failed: Exception | None = None
-        for group, publisher in zip(self.spec.actions, self._publishers):
-            message = group.writer.build(control[start:start + group.size],
-                                         stamp=stamp if group.stamped else None)
+        for group, publisher, encoder in zip(self.spec.actions, self._publishers,
+                                             self._encoders):
+            values = control[start:start + group.size]
+            if encoder is not None:
+                message = encoder.encode(values, stamp_ns if group.stamped else None)
+            else:
+                if stamp is None and stamp_ns is not None:
+                    stamp = stamp_message(stamp_ns)
+                message = group.writer.build(values, stamp=stamp if group.stamped else None)
             try:
                 publisher.publish(message)
             except Exception as error:  # noqa: B902 - rclpy's errors; re-raised below
@@ -389,7 +409,7 @@ class RosInterface(RealTimeGymInterface):
         self.last_action_time = self.now()
         if self._jumps_back != jumps:  # the clock went back meanwhile: a time of the new base
             self.last_action_time = self.now()
-        for record, message in zip(self._sent, messages):
+        for record, message in zip(self._sent, messages):  # with messages, never bytes
             if message is not None:
                 record(message, stamp)
         if failed is not None:

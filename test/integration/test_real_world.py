@@ -13,6 +13,7 @@ import time
 from typing import Any, Callable, Iterator
 
 from emulated_robots import next_name, write_config
+from geometry_msgs.msg import TwistStamped
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -31,13 +32,14 @@ from rosgraph_msgs.msg import Clock
 import rtgym_ros  # noqa: F401
 from rtgym_ros.msgconv.fields import message_stamp
 from rtgym_ros.msgconv.joint_state_cdr import JointStateFrame
-from rtgym_ros.robot.interface import JOINT_STATE_TAKE_VARIABLE
+from rtgym_ros.robot.interface import ACTION_PUBLISH_VARIABLE, JOINT_STATE_TAKE_VARIABLE
 from rtgym_ros.robot.services import RETRY_PERIOD
 from rtgym_ros.ros.graph import describe_service
 from sensor_msgs.msg import JointState
 from sim_clock import SimClock
 from std_msgs.msg import Bool, Float64, Float64MultiArray
 from std_srvs.srv import Empty, Trigger
+from trajectory_msgs.msg import JointTrajectory
 
 T = 0.05
 LONE_DOMAIN = 211  # no run of this suite uses it (theirs are 1-100)
@@ -261,6 +263,57 @@ def test_a_configured_field_left_empty_is_not_given(streams, make_env, drivers):
         'fields': ['position', 'effort'], 'low': [-3.0] * 4, 'high': [3.0] * 4}))
     lacking = 'joints.j0.effort, joints.g.effort' if drivers == 'one' else 'joints.g.effort'
     assert f'messages came without {lacking} ' in reset_error_once_matched(env)
+
+
+# -- actions as the robot's drivers read them ---------------------------------------------------
+
+
+@pytest.mark.parametrize('form', ['serialized', 'message'])
+def test_actions_arrive_as_built_whichever_form(streams, make_env, probe, monkeypatch, form):
+    # A stamped TwistStamped, a JointTrajectory stamped zero and a headerless multi-array, as
+    # their drivers' subscriptions receive them: packed bytes (serialized_writer) or messages.
+    monkeypatch.setenv(ACTION_PUBLISH_VARIABLE, form)
+    streams.joint_states(['j0'], [0.5], rate=100.0)
+    groups = {
+        'base': {'topic': 'cmd_vel', 'type': 'geometry_msgs/msg/TwistStamped',
+                 'fields': ['twist.linear.x', 'twist.angular.z'], 'frame_id': 'odom',
+                 'low': [-1.0, -2.0], 'high': [1.0, 2.0]},
+        'arm': {'topic': 'arm/joint_trajectory', 'type': 'trajectory_msgs/msg/JointTrajectory',
+                'joint_names': ['a1', 'a2'], 'fields': ['positions'], 'stamp': 'zero',
+                'low': [-3.0, -3.0], 'high': [3.0, 3.0]},
+        'gripper': {'topic': 'gripper/command', 'type': 'std_msgs/msg/Float64MultiArray',
+                    'field': 'data', 'low': [0.0], 'high': [1.0], 'default': [0.25]}}
+    received = {name: [] for name in groups}
+    types = {'base': TwistStamped, 'arm': JointTrajectory, 'gripper': Float64MultiArray}
+    subscriptions = [probe.node.create_subscription(
+        types[name], f'{streams.ns}/{groups[name]["topic"]}',
+        lambda message, name=name: received[name].append((time.time(), message)), 10)
+        for name in groups]
+    try:
+        env = make_env(streams.ns, params(['j0'], actions={'names': list(groups), **groups}))
+        wait_until(lambda: all(count == 1 for count in
+                               env.unwrapped.interface.action_subscriber_counts().values()),
+                   10.0, 'the probe subscribing to every action topic')
+        encoders = env.unwrapped.interface._encoders
+        assert [encoder is not None for encoder in encoders] == [form == 'serialized'] * 3
+        env.reset()
+        sent = np.array([0.5, -1.5, 1.25, -2.5, 0.75], np.float32)
+        for _ in range(3):
+            env.step(sent)
+        wait_until(lambda: all(len(got) >= 4 for got in received.values()), 5.0,
+                   lambda: f'4 actions on each topic, got {received}')
+    finally:
+        for subscription in subscriptions:
+            probe.node.destroy_subscription(subscription)
+    arrived, twist = received['base'][-1]
+    assert (twist.twist.linear.x, twist.twist.angular.z) == (0.5, -1.5)
+    assert twist.header.frame_id == 'odom'
+    assert arrived - 1.0 < message_stamp(twist) <= arrived  # stamped now, on the wall clock
+    _, trajectory = received['arm'][-1]
+    assert trajectory.joint_names == ['a1', 'a2'] and len(trajectory.points) == 1
+    assert list(trajectory.points[0].positions) == [1.25, -2.5]
+    assert message_stamp(trajectory) == 0.0
+    assert [list(message.data) for _, message in received['gripper']][:2] == [[0.25], [0.75]]
 
 
 # -- stamps ahead of the clock -----------------------------------------------------------------
