@@ -499,7 +499,7 @@ def test_a_command_applies_from_its_arrival_not_from_the_last_tick(in_process):
     physics = robot._physics
     time.sleep(0.05)
     arrived = robot.get_clock().now().nanoseconds
-    robot._on_command(Float64MultiArray(data=[1.5]))
+    robot._on_command([1.5])  # a command's data
     left = robot.get_clock().now().nanoseconds
     applied_at = None
     while applied_at is None and physics.t < left + physics.dt_ns:

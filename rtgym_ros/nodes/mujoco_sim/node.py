@@ -25,6 +25,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from rclpy.time import Time
+from rtgym_ros.msgconv import multi_array_cdr
 from rtgym_ros.nodes.mujoco_sim.parameters import (check_rates, declare_parameters, DOUBLES,
                                                    DYNAMIC, refuse_invalid)
 from rtgym_ros.nodes.mujoco_sim.time_bases import (Lockstep, Outbox, SimTime, TimeBase, to_ns,
@@ -352,11 +353,12 @@ class MujocoSim(Node):
         model.reset(self._reset_rng)
         self._time.restart()
 
+        # Taken raw: only the command's data is read, from the bytes (multi_array_cdr).
         self._command_sub = self.create_subscription(
             Float64MultiArray, f"{values['controller']}/commands",
-            self._guarded(self._on_command),
+            self._guarded(lambda data: self._on_command(multi_array_cdr.data_of(data))),
             QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE),
-            qos_overriding_options=QoSOverridingOptions.with_default_policies())
+            qos_overriding_options=QoSOverridingOptions.with_default_policies(), raw=True)
         self._services = [
             self.create_service(Empty, 'reset_simulation',
                                 self._guarded(self._on_reset_simulation)),
@@ -434,9 +436,10 @@ class MujocoSim(Node):
         """Log MuJoCo's warnings (compiler, unstable physics) instead of MUJOCO_LOG.TXT."""
         self.get_logger().warning(f'MuJoCo: {message}', throttle_duration_sec=5.0)
 
-    def _on_command(self, msg: Float64MultiArray) -> None:
+    def _on_command(self, data: np.ndarray) -> None:
+        """Apply a command's values (its ``data``) from the next step, if they are valid."""
         model = self.model
-        values = np.array(msg.data, dtype=np.float64)
+        values = np.array(data, dtype=np.float64)
         topic = self._command_sub.topic_name
         if values.shape != (model.nu,):
             self.get_logger().warning(

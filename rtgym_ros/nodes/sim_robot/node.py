@@ -19,7 +19,7 @@ from rclpy.parameter import Parameter
 from rclpy.publisher import Publisher
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
-from rtgym_ros.msgconv import joint_state_cdr
+from rtgym_ros.msgconv import joint_state_cdr, multi_array_cdr
 from rtgym_ros.nodes.sim_robot import faults
 from rtgym_ros.nodes.sim_robot.parameters import (check_rates, declare_parameters,
                                                   dynamic_changes, refuse_invalid)
@@ -187,9 +187,12 @@ class SimRobot(Node):
         # reliable one acknowledges each command, so the env knows it is here before a step.
         reliability = (ReliabilityPolicy.RELIABLE if values['stepping'] == 'lockstep'
                        else ReliabilityPolicy.BEST_EFFORT)
+        # Taken raw: only the command's data is read, from the bytes (multi_array_cdr).
         self._command_sub = self.create_subscription(
-            Float64MultiArray, values['command_topic'], self._guarded(self._on_command),
-            QoSProfile(depth=10, reliability=reliability), qos_overriding_options=overridable)
+            Float64MultiArray, values['command_topic'],
+            self._guarded(lambda data: self._on_command(multi_array_cdr.data_of(data))),
+            QoSProfile(depth=10, reliability=reliability), qos_overriding_options=overridable,
+            raw=True)
         self._reset_srv = self.create_service(
             Trigger, values['reset_service'], self._guarded(self._on_reset))
         self._pause_srv = self.create_service(
@@ -262,9 +265,10 @@ class SimRobot(Node):
             self._physics.faults.drop_commands()
             self._physics.zero_command()
 
-    def _on_command(self, msg: Float64MultiArray) -> None:
+    def _on_command(self, data: np.ndarray) -> None:
+        """Apply an effort command's values (its ``data``) from now, if they are valid."""
         model = self._physics.model
-        values = np.array(msg.data, dtype=np.float64)
+        values = np.array(data, dtype=np.float64)
         if values.shape != (model.command_size,):
             self.get_logger().warning(
                 f'effort command must have {model.command_size} value(s) (one per actuated '
