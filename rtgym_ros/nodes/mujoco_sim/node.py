@@ -356,7 +356,7 @@ class MujocoSim(Node):
         # Taken raw: only the command's data is read, from the bytes (multi_array_cdr).
         self._command_sub = self.create_subscription(
             Float64MultiArray, f"{values['controller']}/commands",
-            self._guarded(lambda data: self._on_command(multi_array_cdr.data_of(data))),
+            self._guarded(self._on_serialized_command),
             QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE),
             qos_overriding_options=QoSOverridingOptions.with_default_policies(), raw=True)
         self._services = [
@@ -435,6 +435,9 @@ class MujocoSim(Node):
     def _on_mujoco_warning(self, message: str) -> None:
         """Log MuJoCo's warnings (compiler, unstable physics) instead of MUJOCO_LOG.TXT."""
         self.get_logger().warning(f'MuJoCo: {message}', throttle_duration_sec=5.0)
+
+    def _on_serialized_command(self, serialized: bytes) -> None:
+        self._on_command(multi_array_cdr.data_of(serialized))
 
     def _on_command(self, data: np.ndarray) -> None:
         """Apply a command's values (its ``data``) from the next step, if they are valid."""

@@ -190,7 +190,7 @@ class SimRobot(Node):
         # Taken raw: only the command's data is read, from the bytes (multi_array_cdr).
         self._command_sub = self.create_subscription(
             Float64MultiArray, values['command_topic'],
-            self._guarded(lambda data: self._on_command(multi_array_cdr.data_of(data))),
+            self._guarded(self._on_serialized_command),
             QoSProfile(depth=10, reliability=reliability), qos_overriding_options=overridable,
             raw=True)
         self._reset_srv = self.create_service(
@@ -264,6 +264,9 @@ class SimRobot(Node):
         with self._physics.lock:
             self._physics.faults.drop_commands()
             self._physics.zero_command()
+
+    def _on_serialized_command(self, serialized: bytes) -> None:
+        self._on_command(multi_array_cdr.data_of(serialized))
 
     def _on_command(self, data: np.ndarray) -> None:
         """Apply an effort command's values (its ``data``) from now, if they are valid."""
