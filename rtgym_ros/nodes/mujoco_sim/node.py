@@ -25,7 +25,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
 from rclpy.time import Time
-from rtgym_ros.msgconv import multi_array_cdr
+from rtgym_ros.msgconv import joint_state_cdr, multi_array_cdr
 from rtgym_ros.nodes.mujoco_sim.parameters import (check_rates, declare_parameters, DOUBLES,
                                                    DYNAMIC, refuse_invalid)
 from rtgym_ros.nodes.mujoco_sim.time_bases import (Lockstep, Outbox, SimTime, TimeBase, to_ns,
@@ -55,6 +55,8 @@ class Outputs:
             self.joint_pub = node.create_publisher(
                 JointState, values['joint_states_topic'], qos,
                 qos_overriding_options=overridable)
+        # JointStates are published as serialized bytes, as sim_robot's: no Python message.
+        self._joint_names = joint_state_cdr.names_block('', model.joint_names)
         self.sensors_pub = None
         if model.sensor_names:
             self.sensors_pub = node.create_publisher(
@@ -69,22 +71,17 @@ class Outputs:
     def sample(self, t: int, out: Outbox) -> None:
         """Append the messages of the current state, stamped ``t`` (ns), to ``out``."""
         model = self.model
-        stamp = _stamp(t)
         if self.joint_pub is not None:
-            msg = JointState()
-            msg.header.stamp = stamp
-            msg.name = list(model.joint_names)
-            msg.position = array.array('d', model.position().tolist())
-            msg.velocity = array.array('d', model.velocity().tolist())
-            msg.effort = array.array('d', model.effort().tolist())
-            out.append((self.joint_pub, msg))
+            out.append((self.joint_pub, joint_state_cdr.encode(
+                t, self._joint_names, model.position().tolist(), model.velocity().tolist(),
+                model.effort().tolist())))
         if self.sensors_pub is not None:
             out.append((self.sensors_pub,
                         Float64MultiArray(data=array.array('d', model.sensordata().tolist()))))
         if self.odom_pub is not None:
             position, quaternion, linear, angular = model.odometry()
             msg = Odometry()
-            msg.header.stamp = stamp
+            msg.header.stamp = _stamp(t)
             msg.header.frame_id = self._odom_frame
             msg.child_frame_id = model.free_body
             msg.pose.pose.position = Point(x=position[0], y=position[1], z=position[2])
