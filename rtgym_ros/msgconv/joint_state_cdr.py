@@ -31,22 +31,21 @@ from typing import Any, Sequence
 
 import numpy as np
 from rclpy.serialization import deserialize_message
+from rtgym_ros.msgconv.cdr import (aligned, ORIGIN, read_doubles, read_plain, read_string,
+                                   UINT32)
 from sensor_msgs.msg import JointState
 
-_ORIGIN = 4  # alignment counts from the end of the encapsulation header
 _ENCAPSULATION = b'\x00\x01\x00\x00'  # CDR, little endian, no options
-_UINT32 = struct.Struct('<I')
 _STAMP = struct.Struct('<iI')
-_LITTLE_CDR = b'\x00\x01'  # the encapsulation :func:`decode` reads itself
 
 
 def _string(text: str) -> bytes:
     raw = text.encode() + b'\0'
-    return _UINT32.pack(len(raw)) + raw
+    return UINT32.pack(len(raw)) + raw
 
 
 def _padded(body: bytearray, size: int) -> None:
-    body += bytes(-(len(body) - _ORIGIN) % size)
+    body += bytes(aligned(len(body), size) - len(body))
 
 
 def names_block(frame_id: str, names: Sequence[str]) -> bytes:
@@ -58,7 +57,7 @@ def names_block(frame_id: str, names: Sequence[str]) -> bytes:
     body = bytearray(_ENCAPSULATION + bytes(_STAMP.size))
     body += _string(frame_id)
     _padded(body, 4)
-    body += _UINT32.pack(len(names))
+    body += UINT32.pack(len(names))
     for name in names:
         _padded(body, 4)
         body += _string(name)
@@ -79,7 +78,7 @@ def encode(stamp_ns: int, names: bytes, position: Sequence[float],
     body += names
     for values in (position, velocity, effort):
         _padded(body, 4)
-        body += _UINT32.pack(len(values))
+        body += UINT32.pack(len(values))
         if values:
             _padded(body, 8)
             body += struct.pack(f'<{len(values)}d', *values)
@@ -145,48 +144,24 @@ def decode(serialized: bytes) -> Any:
     encapsulation, or bytes that do not hold a whole message, go to rclpy's
     ``deserialize_message``, which reads what the rmw can or raises as a take would.
     """
-    try:
-        if serialized[:2] == _LITTLE_CDR:
-            return _read(serialized)
-    except (struct.error, ValueError, UnicodeDecodeError):
-        pass
-    return deserialize_message(serialized, JointState)
+    frame = read_plain(serialized, _read)
+    return frame if frame is not None else deserialize_message(serialized, JointState)
 
 
 def _read(data: bytes) -> JointStateFrame:
-    sec, nanosec = _STAMP.unpack_from(data, _ORIGIN)
-    offset, frame_id = _read_string(data, _ORIGIN + _STAMP.size)
-    offset += -(offset - _ORIGIN) % 4
-    (count,) = _UINT32.unpack_from(data, offset)
+    sec, nanosec = _STAMP.unpack_from(data, ORIGIN)
+    offset, frame_id = read_string(data, ORIGIN + _STAMP.size)
+    offset = aligned(offset, 4)
+    (count,) = UINT32.unpack_from(data, offset)
     offset += 4
     if count > len(data):  # 4 bytes a name at least: a corrupt length, not a huge message
         raise ValueError(f'{count} joint names in {len(data)} bytes')
     names = []
     for _ in range(count):
-        offset += -(offset - _ORIGIN) % 4
-        offset, name = _read_string(data, offset)
+        offset, name = read_string(data, offset)
         names.append(name)
     arrays = []
     for _ in range(3):
-        offset += -(offset - _ORIGIN) % 4
-        (size,) = _UINT32.unpack_from(data, offset)
-        offset += 4
-        if size:
-            offset += -(offset - _ORIGIN) % 8
-        values = np.frombuffer(data, '<f8', size, offset)  # ValueError past the end
-        offset += 8 * size
+        offset, values = read_doubles(data, offset)
         arrays.append(values)
     return JointStateFrame(FrameHeader(Stamp(sec, nanosec), frame_id), names, *arrays)
-
-
-def _read_string(data: bytes, offset: int) -> tuple[int, str]:
-    """
-    Return the offset after the string at ``offset`` (4-aligned) and the string.
-
-    Up to its first NUL, as rclpy reads it (a C string).
-    """
-    (length,) = _UINT32.unpack_from(data, offset)
-    start, end = offset + 4, offset + 4 + length
-    if length == 0 or end > len(data) or data[end - 1] != 0:
-        raise ValueError(f'no NUL-terminated string of {length} bytes at offset {offset}')
-    return end, data[start:data.index(0, start, end)].decode()
