@@ -13,7 +13,7 @@ import importlib
 import math
 from typing import Any
 
-from builtin_interfaces.msg import Duration
+from builtin_interfaces.msg import Duration, Time
 import numpy as np
 from rosidl_parser.definition import AbstractSequence, Array, BasicType, NamespacedType
 
@@ -58,6 +58,12 @@ def header_stamp(msg: Any) -> float:
     """
     stamp = msg.header.stamp
     return (stamp.sec * 1_000_000_000 + stamp.nanosec) * 1e-9
+
+
+def stamp_message(stamp_ns: int) -> Time:
+    """Return a time in nanoseconds as a ``builtin_interfaces/Time`` (a header's stamp)."""
+    sec, nanosec = divmod(stamp_ns, 1_000_000_000)
+    return Time(sec=sec, nanosec=nanosec)
 
 
 def duration(seconds: float) -> Duration:

@@ -24,18 +24,13 @@ from builtin_interfaces.msg import Time
 import numpy as np
 from rclpy.serialization import deserialize_message, serialize_message
 
+from rtgym_ros.msgconv.fields import stamp_message
 from rtgym_ros.msgconv.writers import FieldWriter
 
 _ORDERS = {b'\x00\x01': '<', b'\x00\x00': '>'}  # CDR little / big endian
 _SEC, _NANOSEC = 0x3A5B7C1D, 0x2B3C4D5E  # a stamp to find (nanosec below 1e9)
 _CHECKS = 8
 """Random value vectors and stamps a template must give rclpy's message for."""
-
-
-def stamp_message(stamp_ns: int) -> Time:
-    """Return ``stamp_ns`` (nanoseconds) as a ``builtin_interfaces/Time``."""
-    sec, nanosec = divmod(stamp_ns, 1_000_000_000)
-    return Time(sec=sec, nanosec=nanosec)
 
 
 class SerializedWriter:

@@ -33,14 +33,16 @@ from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from rtgym_ros.core.interface import RealTimeGymInterface
 from rtgym_ros.core.validate import bound_repr
-from rtgym_ros.msgconv.fields import has_header, IMAGE, JOINT_STATE, JOINT_TRAJECTORY
+from rtgym_ros.msgconv.fields import (has_header, IMAGE, JOINT_STATE, JOINT_TRAJECTORY,
+                                      stamp_message)
 from rtgym_ros.msgconv.image_cdr import decode_image
 from rtgym_ros.msgconv.joint_state_cdr import decode as decode_joint_state
-from rtgym_ros.msgconv.serialized_writer import serialized_writer, stamp_message
+from rtgym_ros.msgconv.serialized_writer import serialized_writer
 from rtgym_ros.msgconv.type_names import interface_name
 from rtgym_ros.robot.services import build_request, check_response, ServiceCaller
 from rtgym_ros.robot.slots import SignalSlot, Slot, wait_all
-from rtgym_ros.robot.spec import ObservationSlotSpec, RobotSpec, ServiceSpec, SignalSpec
+from rtgym_ros.robot.spec import (ActionGroup, ObservationSlotSpec, RobotSpec, ServiceSpec,
+                                  SignalSpec)
 from rtgym_ros.ros.clock_reader import ClockReader
 from rtgym_ros.ros.deadline import SIM_TIME_SLACK
 from rtgym_ros.ros.deferred_log import DeferredLog
@@ -59,6 +61,11 @@ def message_form(variable: str) -> str:
     if choice not in FORMS:
         raise ValueError(f'{variable} must be one of {FORMS}, found {choice!r}')
     return choice
+
+
+def _stamps(group: ActionGroup) -> bool:
+    """Say whether an action group's messages carry a stamp (``stamp: now``, a header)."""
+    return group.stamped and has_header(group.writer.msg_type)
 
 
 ACTION_MATCH_WAIT = 1.0
@@ -111,8 +118,7 @@ class RosInterface(RealTimeGymInterface):
         self._sent: list[Callable[[Any, Any], None]] = []
         # Read the clock for a stamp only for a stamped group or a recording: right after a
         # wake-up, Clock.now() and to_msg() cost tens of µs per time-step (now_ns, a few).
-        self._stamps_actions = any(group.stamped and has_header(group.writer.msg_type)
-                                   for group in spec.actions)
+        self._stamps_actions = any(_stamps(group) for group in spec.actions)
         self.time_step_duration = 0.05
         """The env's T: the bound of the ``newer_than_action`` wait when none is configured."""
         self._node: Node | None = None
@@ -168,10 +174,8 @@ class RosInterface(RealTimeGymInterface):
         # A recording keeps the messages sent: they are then built as rclpy messages.
         serialized_actions = self.recorder is None \
             and message_form(ACTION_PUBLISH_VARIABLE) == 'serialized'
-        self._encoders = [
-            serialized_writer(group.writer, stamped=group.stamped
-                              and has_header(group.writer.msg_type))
-            if serialized_actions else None for group in self.spec.actions]
+        self._encoders = [serialized_writer(group.writer, stamped=_stamps(group))
+                          if serialized_actions else None for group in self.spec.actions]
         if self.recorder is not None:
             self.recorder.bind_node(node)
             self._sent = [self.recorder.published(publisher.topic_name, group.writer.msg_type,

@@ -17,8 +17,8 @@ from geometry_msgs.msg import Twist, TwistStamped, Wrench
 import numpy as np
 import pytest
 from rclpy.serialization import deserialize_message, serialize_message
-from rtgym_ros.msgconv.fields import has_header
-from rtgym_ros.msgconv.serialized_writer import serialized_writer, stamp_message
+from rtgym_ros.msgconv.fields import has_header, stamp_message
+from rtgym_ros.msgconv.serialized_writer import serialized_writer
 from rtgym_ros.msgconv.writers import compile_writer
 from rtgym_ros.robot.loader import load_robot_config
 from sensor_msgs.msg import JointState

@@ -24,8 +24,8 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.qos_overriding_options import QoSOverridingOptions
-from rclpy.time import Time
 from rtgym_ros.msgconv import joint_state_cdr, multi_array_cdr
+from rtgym_ros.msgconv.fields import stamp_message
 from rtgym_ros.nodes.mujoco_sim.parameters import (check_rates, declare_parameters, DOUBLES,
                                                    DYNAMIC, refuse_invalid)
 from rtgym_ros.nodes.mujoco_sim.time_bases import (Lockstep, Outbox, SimTime, TimeBase, to_ns,
@@ -36,10 +36,6 @@ from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Empty
 
 NODE_NAME = 'mujoco_sim'
-
-
-def _stamp(t: int) -> Any:
-    return Time(nanoseconds=t).to_msg()
 
 
 class Outputs:
@@ -81,7 +77,7 @@ class Outputs:
         if self.odom_pub is not None:
             position, quaternion, linear, angular = model.odometry()
             msg = Odometry()
-            msg.header.stamp = _stamp(t)
+            msg.header.stamp = stamp_message(t)
             msg.header.frame_id = self._odom_frame
             msg.child_frame_id = model.free_body
             msg.pose.pose.position = Point(x=position[0], y=position[1], z=position[2])
@@ -189,7 +185,7 @@ class Camera:
                     pixels = renderer.render(data)
                     msg = Image(height=height, width=width, encoding='rgb8', is_bigendian=0,
                                 step=3 * width, data=pixels.tobytes())
-                    msg.header.stamp = _stamp(t)
+                    msg.header.stamp = stamp_message(t)
                     msg.header.frame_id = camera
                     self._pub.publish(msg)
                 finally:
