@@ -856,11 +856,21 @@ class RosInterface(RealTimeGymInterface):
 
     def _call(self, service: ServiceSpec, *, key: str, sent: Callable[[], None] = lambda: None,
               **kwargs: Any) -> None:
-        """Call a configured service or function; ``sent``: as each request goes out."""
+        """
+        Call a configured service or function; ``sent``: as each request goes out.
+
+        In lockstep the call returns as the answer comes: a reset there costs what ten or
+        more time-steps cost, and short episodes, as early in training, are mostly resets.
+        On a running clock it returns at the next poll after the answer (up to 10 ms later),
+        which gives a simulator that answers its reset before it applies it (Gazebo's) that
+        long before the env's first reset looks at the data; later resets wait for the
+        rewind they learnt (:meth:`_wait_for_the_rewind`).
+        """
         if service.function is not None:
             service.function(self._node, **kwargs)
             return
-        self._services.call(service, self._clients[id(service)], key=key, sent=sent)
+        self._services.call(service, self._clients[id(service)], key=key, sent=sent,
+                            wake_on_answer=self.lockstep)
 
     # -- lockstep -----------------------------------------------------------------------------
 

@@ -168,13 +168,16 @@ class ServiceCaller:
 
     def call(self, spec: ServiceSpec, client: Any, *, key: str,
              fields: dict[str, Any] | None = None,
-             sent: Callable[[], None] = lambda: None) -> Any:
+             sent: Callable[[], None] = lambda: None, wake_on_answer: bool = False) -> Any:
         """
         Send the request (with ``fields`` on top of the config's); return the response.
 
         ``spec.timeout`` bounds the whole call: the wait for the server and the wait for its
         answer share one deadline. ``sent`` is called as each request goes out: when an
         answer is lost, every request may have been served, and the answered one is the last.
+        ``wake_on_answer``: return as the answer comes; else at the next poll, up to
+        :data:`_POLL` later, which gives a simulator that answers before it applies a reset
+        that long to apply it before the env looks at its data.
         """
         type_name = interface_name(spec.service_type)
         start = time.monotonic()
@@ -192,7 +195,8 @@ class ServiceCaller:
             future.add_done_callback(lambda _: done.set())
             remaining = deadline - time.monotonic()
             wait = min(RETRY_PERIOD, remaining) if spec.retry else remaining
-            if self.wait_until(done.is_set, max(0.0, wait)):
+            if self.wait_until(done.is_set, max(0.0, wait),
+                               wake=done if wake_on_answer else None):
                 break
             client.remove_pending_request(future)
             if not spec.retry or remaining <= RETRY_PERIOD:
@@ -208,16 +212,22 @@ class ServiceCaller:
         check_response(spec, response, key=key, service=client.srv_name)
         return response
 
-    def wait_until(self, ready: Callable[[], bool], timeout: float) -> bool:
-        """Poll ``ready`` for at most ``timeout`` s; give up at once when aborted."""
+    def wait_until(self, ready: Callable[[], bool], timeout: float, *,
+                   wake: threading.Event | None = None) -> bool:
+        """
+        Poll ``ready`` for at most ``timeout`` s; give up at once when aborted.
+
+        ``wake``: set when ``ready`` turns true; the wait between polls ends when it is set.
+        """
         deadline = time.monotonic() + timeout
+        pause = time.sleep if wake is None else wake.wait
         while not ready():
             if self.aborted.is_set():
                 raise RuntimeError('the env is closing')
             remaining = deadline - time.monotonic()
             if remaining <= 0.0:
                 return False
-            time.sleep(min(_POLL, remaining))
+            pause(min(_POLL, remaining))
         return True
 
 

@@ -19,6 +19,7 @@ from rclpy.time import Time
 from ros_probe import die_with_parent, Recorder, RosoutLog, SimProcess, wait_until
 from rosgraph_msgs.msg import Clock
 import rtgym_ros  # noqa: F401
+from rtgym_ros.robot import services
 from sensor_msgs.msg import JointState
 import yaml
 
@@ -167,6 +168,29 @@ def test_every_reset_that_rewinds_the_clock_observes_the_new_state(lockstep_sim)
                 *_, terminated, truncated, _ = env.step(act(0.0))
                 if terminated or truncated:
                     break
+    finally:
+        env.close()
+
+
+def test_a_lockstep_reset_returns_as_the_simulator_answers(lockstep_sim, monkeypatch):
+    # Resets are most of a lockstep run while episodes are short: the answer ends the wait,
+    # not the next poll of it (made 2 s here; 10 ms in the package). No rewind to wait for.
+    monkeypatch.setattr(services, '_POLL', 2.0)
+    sim = lockstep_sim('reset_time:=false')
+    env = gym.make('rtgym_ros/ros-v1', robot_config=ROBOT, namespace=sim.ns, ep_max_length=5,
+                   disable_env_checker=True, **LOCKSTEP)
+    try:
+        env.reset()  # the first also waits for discovery, polled
+        took = []
+        for _ in range(3):
+            for _ in range(2):
+                env.step(act(0.0))
+            start = time.monotonic()
+            obs, info = env.reset()
+            took.append(time.monotonic() - start)
+            assert 'missing' not in info and info['stale'] == [], info
+            assert np.allclose(obs['joints'], [3.0, 0.0]), obs
+        assert max(took) < 1.0, f'resets took {took} s: they waited for the 2 s poll'
     finally:
         env.close()
 
