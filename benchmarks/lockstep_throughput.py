@@ -16,12 +16,19 @@ Rows, run in one invocation, repetitions interleaved (medians are reported):
 - ``mujoco_sim`` rows (InvertedPendulum-v5, HalfCheetah-v5, the same way) once
   ``rtgym_ros.nodes.mujoco_sim`` and their configs are there; skipped, with the reason, if not.
 
+``--sample-per-step`` has each ROS row's simulator sample at the env's step rate
+(``sensor_rate:=1/T``): one JointState per step, the one at its target. The configs sample at
+the physics rate (``mujoco_sim``) or at 100 Hz (``sim_robot``), as a real-time env wants;
+in lockstep each sample on the way to a target crosses DDS and wakes the env's io thread.
+
 ``--trace`` adds one instrumented run of ``sim_robot lockstep`` and prints where the wall time
 of a step goes (timestamps at each hand-over, matched across the two processes by the step's
 target time on the shared monotonic clock) and the CPU time of each thread per step.
 
     python3 benchmarks/lockstep_throughput.py --markdown
     python3 benchmarks/lockstep_throughput.py --repeat 5 --trace --json results.json
+    python3 benchmarks/lockstep_throughput.py --rows 'mujoco_sim half_cheetah lockstep' \
+        --sample-per-step --markdown
 """
 
 import argparse
@@ -39,6 +46,7 @@ import time
 from typing import Any, Callable
 
 import numpy as np
+import yaml
 from bench_support import bench_environment, Child, process_cpu  # noqa: I100
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -443,6 +451,15 @@ def summarise_trace(env_events: list, sim_events: list) -> dict:
 
 # -- driver --------------------------------------------------------------------------------------
 
+def _per_step_sampling(row: dict, wanted: bool) -> list[str]:
+    """Return the simulator parameter that samples once per env step (its target), if wanted."""
+    if not wanted:
+        return []
+    with open(os.path.join(REPO, row['robot'])) as stream:
+        time_step = yaml.safe_load(stream)['/**']['ros__parameters']['time_step_duration']
+    return [f'sensor_rate:={1.0 / time_step!r}']
+
+
 def run_ros_row(name: str, args: argparse.Namespace, env: dict, seed: int, *,
                 trace: bool = False) -> dict:
     """Start the simulator and an env process; step; return the env's result."""
@@ -450,7 +467,7 @@ def run_ros_row(name: str, args: argparse.Namespace, env: dict, seed: int, *,
     namespace = f'/lockstep_bench_{os.getpid()}_{seed}{"_trace" if trace else ""}'
     ros_args = ['--ros-args', '--params-file', os.path.join(REPO, row['params']),
                 '-r', f'__ns:={namespace}']
-    for arg in row['sim_args']:
+    for arg in row['sim_args'] + _per_step_sampling(row, args.sample_per_step):
         ros_args += ['-p', arg]
     sim_env = dict(env)
     trace_file = None
@@ -587,6 +604,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f'timed env steps per ROS run ({ROS_STEPS})')
     parser.add_argument('--inprocess-steps', type=int, default=INPROCESS_STEPS)
     parser.add_argument('--repeat', type=int, default=3, help='runs of each row (medians)')
+    parser.add_argument('--sample-per-step', action='store_true',
+                        help='ROS rows: the simulator samples once per env step (sensor_rate '
+                             '1/T) instead of at the rate of its config')
     parser.add_argument('--trace', action='store_true',
                         help='one more, instrumented sim_robot run: where a step goes')
     parser.add_argument('--json', help='write every figure there')
@@ -634,6 +654,10 @@ def main(argv: list[str] | None = None) -> int:
             _progress(f'[{repetition + 1}/{args.repeat}] {name}: {speed:.0f} steps/s '
                       f'(load {load:.2f})')
     summaries = [summarise(name, runs[name], failed[name]) for name in rows]
+    if args.sample_per_step:
+        for summary in summaries:
+            if summary['row'] in ROS_ROWS:
+                summary['row'] += ', one sample per step'
     print(format_rows(summaries, args.markdown))
     traced = None
     if args.trace:
