@@ -859,24 +859,32 @@ class RosInterface(RealTimeGymInterface):
         """
         Call a configured service or function; ``sent``: as each request goes out.
 
-        In lockstep the call returns as the answer comes: a reset there costs what ten or
-        more time-steps cost, and short episodes, as early in training, are mostly resets.
-        On a running clock it returns at the next poll after the answer (up to 10 ms later),
-        which gives a simulator that answers its reset before it applies it (Gazebo's) that
-        long before the env's first reset looks at the data; later resets wait for the
-        rewind they learnt (:meth:`_wait_for_the_rewind`).
+        The call returns as the answer comes from a simulator stepped on a ``step_until``
+        topic: by that convention (``sim_robot``, ``mujoco_sim``) it applies a reset and says
+        its ``/clock`` and state before it answers, and a lockstep reset returned at the next
+        poll would cost ten time-steps or more (short episodes, as early in training, are
+        mostly resets). Otherwise the call returns at the next poll after the answer (up to
+        10 ms later), which gives a simulator that answers its reset before it applies it
+        (gz sim's world control) that long before the env's first reset looks at the data;
+        later resets wait for the rewind they learnt (:meth:`_wait_for_the_rewind`).
         """
         if service.function is not None:
             service.function(self._node, **kwargs)
             return
         self._services.call(service, self._clients[id(service)], key=key, sent=sent,
-                            wake_on_answer=self.lockstep)
+                            wake_on_answer=self._steps_on_a_topic)
 
     # -- lockstep -----------------------------------------------------------------------------
 
     @property
     def lockstep(self) -> bool:
         return self.spec.options.stepping == 'lockstep'
+
+    @property
+    def _steps_on_a_topic(self) -> bool:
+        """Lockstep on a ``step_until`` topic: the convention of our simulators."""
+        step = self.spec.step
+        return self.lockstep and step is not None and step.topic is not None
 
     def advance_to(self, target: float) -> None:
         """

@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import rtgym_ros  # noqa: F401
+from rtgym_ros.robot import services
 
 SUPPORT = Path(__file__).resolve().parents[1] / 'support'
 T = 0.02
@@ -204,3 +205,30 @@ def test_a_simulator_whose_time_starts_at_the_epoch(start_sim, tmp_path):
         assert env.unwrapped.timeouts == 0 and env.unwrapped.stalls == 0
     finally:
         env.close()
+
+
+def test_a_simulator_with_a_step_service_has_its_resets_looked_at_the_poll_after_the_answer(
+        start_sim, tmp_path, monkeypatch):
+    # A step service is gz's way: gz answers its reset, then applies it. The poll after the
+    # answer (made 2 s here; 10 ms in the package) gives it that long before a first reset
+    # looks at the data. On a step_until topic the answer ends the wait at once
+    # (test_lockstep.py::test_a_lockstep_reset_returns_as_the_simulator_answers).
+    monkeypatch.setattr(services, '_POLL', 2.0)
+    sim = start_sim()
+    config = write_config(tmp_path / 'robot.yaml', robot_params(step={
+        'service': 'step', 'type': 'lifecycle_msgs/srv/ChangeState',
+        'steps_field': 'transition.id', 'step_size': 0.001}))
+    env = gym.make('rtgym_ros/ros-v1', robot_config=str(config), namespace=sim.ns,
+                   disable_env_checker=True)
+    try:
+        env.reset()
+        env.step(np.array([1.0], np.float32))
+        start = time.monotonic()
+        env.reset()
+        took = time.monotonic() - start
+    except Exception as error:
+        raise AssertionError(f'{error!r}\nscripted_sim:\n{sim.output()}') from error
+    finally:
+        env.close()
+    # retry: true (the default of a reset) polls at most its 1 s resend period at a time.
+    assert took >= 1.0, f'the reset took {took:.3f} s: it did not wait for the poll'
