@@ -379,74 +379,103 @@ def role_sim_trace(ros_args: list[str]) -> int:
 
 # Where one step's wall time goes, in order: (from, to, what); 'sim:' events are the sim's.
 SEGMENTS = [
-    ('step_called', 'action_sent', 'step() to action publish (user -> executor thread)'),
-    ('action_sent', 'until_sent', 'action publish to step_until publish (env)'),
     ('until_sent', 'sim:until_received', 'step_until published, over DDS, sim callback'),
     ('sim:until_received', 'sim:physics_start', 'sim callback to physics start (sim)'),
-    ('sim:physics_start', 'sim:physics_done', '20 physics steps + JointState built (sim)'),
+    ('sim:physics_start', 'sim:physics_done', 'physics steps + JointState built (sim)'),
     ('sim:physics_done', 'sim:published', 'JointState + /clock published (sim)'),
     ('sim:published', 'clock_received', '/clock over DDS, into the env io thread'),
     ('clock_received', 'capture_start', '/clock to capture start (env executor wake-up)'),
     ('capture_start', 'capture_end', 'capture: wait for the state, read, reward (env)'),
-    ('capture_end', 'step_returned', 'capture to step() returning (env -> user thread)'),
+    ('capture_end', 'action_sent', 'capture to the next action publish (env executor thread)'),
+    ('action_sent', 'next_until_sent', 'action publish to the next step_until publish (env)'),
 ]
+"""The segments of one lockstep cycle, from a step request to the next, in their order."""
+USER_SEGMENTS = [
+    ('action_sent', 'step_returned', 'action publish to step() returning (-> user thread)'),
+    ('step_returned', 'step_called', "step() returned to step() called (the agent's loop)"),
+]
+"""The user's thread beside the cycle: released once the next action is out, then its loop."""
+
+
+def _first_after(times: list[int], t: int) -> int | None:
+    index = bisect.bisect_left(times, t)
+    return times[index] if index < len(times) else None
 
 
 def summarise_trace(env_events: list, sim_events: list) -> dict:
     """
-    Median µs of each segment of a step.
+    Median µs of each segment of a lockstep cycle: one step request to the next.
 
-    Events of the env's user and executor threads belong to the step they happen in; events
-    keyed by a target time (the sim's, and /clock and JointState on the env's io thread) to the
-    step that asked for that target last: the first such event after the step's request (a sim
-    reset sets the time back to 0, so targets repeat from one episode to the next).
+    The env's executor thread captures at a target, then starts the next time-step with the
+    action ``step()`` offered (published, then the next request) and releases ``step()``:
+    one cycle spans two calls of ``step()``. Events keyed by a target time (the sim's, and
+    ``/clock`` and JointState on the env's io thread) belong to the request for that target:
+    the first such event after it (a reset sets the time back to 0, so targets repeat from
+    one episode to the next); each unkeyed event of the env, to the first of its kind after
+    the event before it in the cycle.
     """
-    by_step: dict[int, dict[str, int]] = {}
     keyed: dict[tuple[str, int], list[int]] = {}
+    plain: dict[str, list[int]] = {}
+    requests = []
     for step, name, t, key in env_events:
-        if key is None:
-            by_step.setdefault(step, {}).setdefault(name, t)
+        if name == 'until_sent':
+            if step >= 0:
+                requests.append((t, key))
+        elif key is None:
+            plain.setdefault(name, []).append(t)
         else:
             keyed.setdefault((name, key), []).append(t)
     for _, name, t, key in sim_events:
         if key is not None:
             keyed.setdefault((f'sim:{name}', key), []).append(t)
-    requests = {}
-    for step, name, t, key in env_events:
-        if name == 'until_sent' and step >= 0:
-            requests[step] = (key, t)  # the last one: the capture's target when c = T
-    spans: dict[str, list[float]] = {what: [] for _, _, what in SEGMENTS}
-    totals, state_after_clock, command_latency = [], [], []
-    for step, events in by_step.items():
-        if step < 0 or step not in requests:
-            continue
-        key, sent = requests[step]
-        stamp = dict(events, until_sent=sent)
-        for name in ('clock_received', 'state_received', 'sim:until_received',
-                     'sim:physics_start', 'sim:physics_done', 'sim:published'):
-            times = keyed.get((name, key), [])
-            index = bisect.bisect_left(times, sent)
-            if index < len(times):
-                stamp[name] = times[index]
-        for start, end, what in SEGMENTS:
-            if start in stamp and end in stamp:
+    for times in (*keyed.values(), *plain.values()):
+        times.sort()
+    requests.sort()
+    spans: dict[str, list[float]] = {what: [] for _, _, what in SEGMENTS + USER_SEGMENTS}
+    cycles, state_after_clock, command_latency = [], [], []
+    commands = keyed.get(('sim:command_received', 0), [])
+    for (sent, key), (next_sent, _) in zip(requests, requests[1:]):
+        stamp = {'until_sent': sent, 'next_until_sent': next_sent}
+        for name in ('sim:until_received', 'sim:physics_start', 'sim:physics_done',
+                     'sim:published', 'clock_received', 'state_received'):
+            stamp[name] = _first_after(keyed.get((name, key), []), sent)
+        previous = stamp['clock_received']
+        for name in ('capture_start', 'capture_end', 'action_sent', 'step_returned',
+                     'step_called'):
+            stamp[name] = None if previous is None else _first_after(plain.get(name, []),
+                                                                     previous)
+            previous = stamp[name]
+        if stamp['action_sent'] is not None and stamp['action_sent'] > next_sent:
+            continue  # no action in this cycle (a capture within the step, or an episode end)
+        for start, end, what in SEGMENTS + USER_SEGMENTS:
+            if stamp[start] is not None and stamp[end] is not None:
                 spans[what].append((stamp[end] - stamp[start]) / 1000.0)
-        if 'step_called' in stamp and 'step_returned' in stamp:
-            totals.append((stamp['step_returned'] - stamp['step_called']) / 1000.0)
-        commands = keyed.get(('sim:command_received', 0), [])
-        index = bisect.bisect_left(commands, stamp.get('action_sent', sent))
-        if 'action_sent' in stamp and index < len(commands):
-            command_latency.append((commands[index] - stamp['action_sent']) / 1000.0)
-        if 'state_received' in stamp and 'clock_received' in stamp:
+        cycles.append((next_sent - sent) / 1000.0)
+        if stamp['state_received'] is not None and stamp['clock_received'] is not None:
             state_after_clock.append((stamp['state_received'] - stamp['clock_received'])
                                      / 1000.0)
-    return {'segments_us': {what: {'p50': _percentile(v, 50), 'p90': _percentile(v, 90),
-                                   'n': len(v)} for what, v in spans.items()},
-            'total_us': {'p50': _percentile(totals, 50), 'p90': _percentile(totals, 90)},
-            'state_after_clock_us': {'p50': _percentile(state_after_clock, 50),
-                                     'p90': _percentile(state_after_clock, 90)},
-            'command_latency_us': {'p50': _percentile(command_latency, 50),
-                                   'p90': _percentile(command_latency, 90)}}
+        command = _first_after(commands, stamp['action_sent'] or next_sent)
+        if stamp['action_sent'] is not None and command is not None:
+            command_latency.append((command - stamp['action_sent']) / 1000.0)
+    steps = [(returned - called) / 1000.0 for called, returned in _step_calls(env_events)]
+
+    def percentiles(values: list[float]) -> dict:
+        return {'p50': _percentile(values, 50), 'p90': _percentile(values, 90),
+                'n': len(values)}
+    return {'segments_us': {what: percentiles(v) for what, v in spans.items()},
+            'cycle_us': percentiles(cycles), 'total_us': percentiles(steps),
+            'state_after_clock_us': percentiles(state_after_clock),
+            'command_latency_us': percentiles(command_latency)}
+
+
+def _step_calls(env_events: list) -> list[tuple[int, int]]:
+    """Return (called, returned) of each traced ``step()`` call (the user's thread)."""
+    calls: dict[int, dict[str, int]] = {}
+    for step, name, t, _ in env_events:
+        if name in ('step_called', 'step_returned') and step >= 0:
+            calls.setdefault(step, {})[name] = t
+    return [(c['step_called'], c['step_returned']) for c in calls.values()
+            if len(c) == 2]
 
 
 # -- driver --------------------------------------------------------------------------------------
@@ -574,7 +603,9 @@ def format_trace(result: dict, markdown: bool) -> str:
     trace = result['trace_summary']
     rows = [[what, _fmt(v['p50'], '.0f'), _fmt(v['p90'], '.0f')]
             for what, v in trace['segments_us'].items()]
-    rows.append(['step() total', _fmt(trace['total_us']['p50'], '.0f'),
+    rows.append(['cycle: one step request to the next', _fmt(trace['cycle_us']['p50'], '.0f'),
+                 _fmt(trace['cycle_us']['p90'], '.0f')])
+    rows.append(['step() total, called to returned', _fmt(trace['total_us']['p50'], '.0f'),
                  _fmt(trace['total_us']['p90'], '.0f')])
     rows.append(['(JointState received after /clock, env io thread)',
                  _fmt(trace['state_after_clock_us']['p50'], '.0f'),
@@ -592,7 +623,7 @@ def format_trace(result: dict, markdown: bool) -> str:
     speed = len(result['step_times']) / result['wall_s']
     return '\n\n'.join([
         f'traced run (instrumented: {speed:.0f} steps/s)',
-        _table(['segment of one step', 'p50 (µs)', 'p90 (µs)'], rows, markdown),
+        _table(['segment of one lockstep cycle', 'p50 (µs)', 'p90 (µs)'], rows, markdown),
         _table(['thread', 'CPU per step (µs)'], threads, markdown)])
 
 
