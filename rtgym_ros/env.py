@@ -59,6 +59,7 @@ class RealTimeEnv(gymnasium.Env):
                  render_mode: str | None = None) -> None:
         self._closed = True  # until the runtime exists, close() has nothing to do
         self._warned_clock_publishers = False
+        self._resetting = False  # the interface's reset() runs (executor thread)
         if render_mode is not None and render_mode not in self.metadata['render_modes']:
             raise ValueError(f'render_mode must be None or one of '
                              f"{self.metadata['render_modes']}, got {render_mode!r}")
@@ -260,11 +261,15 @@ class RealTimeEnv(gymnasium.Env):
         """
         interface = getattr(self, 'interface', None)
         getattr(interface, 'on_clock_back', lambda _: None)(delta)
+        said = not self._resetting  # a reset that takes the clock back is what was asked for
         if self._runtime.now() > self._schedule.t_start:
-            self._log.warning('clock jitter', f'clock went back by {-delta:.3f} s within the '
-                              'running time-step: schedule and data kept')
+            if said:
+                self._log.warning('clock jitter', f'clock went back by {-delta:.3f} s within '
+                                  'the running time-step: schedule and data kept')
             return
-        self._log.warning('clock jump', f'clock jumped by {delta:.3f} s: schedule moved with it')
+        if said:
+            self._log.warning('clock jump',
+                              f'clock jumped by {delta:.3f} s: schedule moved with it')
         getattr(interface, 'on_clock_jump', lambda _: None)(delta)
         if self._runtime.on_executor_thread():
             self._runner.on_clock_jump(delta)
@@ -323,7 +328,11 @@ class RealTimeEnv(gymnasium.Env):
 
     def _reset_interface(self, seed: int | None, options: dict | None) -> tuple:
         self._watchdog.disarm()
-        return self.interface.reset(seed=seed, options=options)
+        self._resetting = True
+        try:
+            return self.interface.reset(seed=seed, options=options)
+        finally:
+            self._resetting = False
 
     # -- user-thread side ---------------------------------------------------------------------
 

@@ -132,6 +132,45 @@ def test_clock_jump_back_restarts_schedule_without_hanging(sim_clock, sim_env):
     assert env.now() < 600.0
 
 
+class RewindingReset(CountingInterface):
+    """Its reset takes sim time back when asked, as a simulator's reset may (Gazebo's)."""
+
+    def __init__(self, clock: SimClock) -> None:
+        super().__init__()
+        self._clock = clock
+
+    def reset(self, seed=None, options=None):
+        if options and options.get('rewind'):
+            self._clock.jump(-300.0)
+            time.sleep(0.2)  # /clock says it meanwhile: the env follows within its reset
+        return super().reset(seed, options)
+
+
+def log_after_a_flush(capfd, env, text: str) -> str:
+    """Step until the env's log (written once a second) holds ``text``, or 3 s; return it."""
+    err, deadline = '', time.monotonic() + 3.0
+    while text not in err and time.monotonic() < deadline:
+        wall_time_of_steps(env, 10)
+        err += capfd.readouterr().err
+    return err
+
+
+def test_a_jump_back_is_said_unless_a_reset_asked_for_it(sim_clock, sim_env, capfd):
+    clock = sim_clock(rate=1.0)
+    env = sim_env(interface=RewindingReset, interface_kwargs={'clock': clock})
+    env.reset()
+    wall_time_of_steps(env, 5)
+    for _ in range(2):  # each takes sim time back by 300 s, as asked
+        env.reset(options={'rewind': True})
+        wall_time_of_steps(env, 5)
+    assert env.now() < 500.0, 'the resets did not take the clock back'
+    err = log_after_a_flush(capfd, env, 'clock jumped')
+    assert 'clock jumped' not in err and 'clock went back' not in err, err
+    clock.jump(-100.0)  # no reset asked for it: a simulator restarted, or was reset by another
+    err = log_after_a_flush(capfd, env, 'schedule moved with it')
+    assert 'clock jumped by -99.9' in err and 'schedule moved with it' in err, err
+
+
 def test_a_clock_message_before_time_zero_is_ignored_and_logged(sim_clock, sim_env, capfd):
     clock = sim_clock(rate=1.0)
     env = sim_env()
