@@ -454,9 +454,10 @@ def summarise_trace(env_events: list, sim_events: list) -> dict:
         if stamp['state_received'] is not None and stamp['clock_received'] is not None:
             state_after_clock.append((stamp['state_received'] - stamp['clock_received'])
                                      / 1000.0)
-        command = _first_after(commands, stamp['action_sent'] or next_sent)
-        if stamp['action_sent'] is not None and command is not None:
-            command_latency.append((command - stamp['action_sent']) / 1000.0)
+        if stamp['action_sent'] is not None:
+            command = _first_after(commands, stamp['action_sent'])
+            if command is not None:
+                command_latency.append((command - stamp['action_sent']) / 1000.0)
     steps = [(returned - called) / 1000.0 for called, returned in _step_calls(env_events)]
 
     def percentiles(values: list[float]) -> dict:
