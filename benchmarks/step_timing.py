@@ -9,6 +9,7 @@ spacing between observation captures against the nominal time-step. See ``README
     python3 benchmarks/step_timing.py --markdown
     python3 benchmarks/step_timing.py --envs rtgym_ros --gil-switch-interval none --markdown
     python3 benchmarks/step_timing.py --envs rtgym_ros --timer-slack none --markdown
+    python3 benchmarks/step_timing.py --envs rtgym rtgym_node rtgym_ros --rates 100 --loads sleep
 """
 
 import argparse
@@ -29,8 +30,15 @@ from bench_support import thread_costs  # noqa: I100
 from rtgym_ros.core.timing import capture_spacing_errors
 from rtgym_ros.nodes.timing_demo import clock_reading_interface, make_load
 
-ENVS = ('rtgym', 'rtgym_ros')
-ENV_IDS = {'rtgym': 'real-time-gym-ts-v1', 'rtgym_ros': 'rtgym_ros/real-time-gym-v1'}
+ENVS = ('rtgym', 'rtgym_node', 'rtgym_ros')
+"""
+``rtgym_node``: rtgym's env in a process that also holds a ROS 2 node, spun by rclpy's executor
+in a thread of its own (a DDS participant and its threads, as an rtgym_ros env has): what a ROS 2
+process costs rtgym. Not in the table by default.
+"""
+DEFAULT_ENVS = ('rtgym', 'rtgym_ros')
+ENV_IDS = {'rtgym': 'real-time-gym-ts-v1', 'rtgym_node': 'real-time-gym-ts-v1',
+           'rtgym_ros': 'rtgym_ros/real-time-gym-v1'}
 LOADS = ('sleep', 'numpy', 'python')  # timing_demo's agent loads, less 'idle'
 WORK_UNITS = {'sleep': '', 'numpy': 'matmul', 'python': 'iter'}
 WARMUP_STEPS = 20
@@ -53,7 +61,7 @@ def _make_env(env_name: str, time_step: float, captures: list, sends: list, *,
               options: dict, noting: tuple[list, list]):
     import gymnasium
 
-    if env_name == 'rtgym':
+    if env_name in ('rtgym', 'rtgym_node'):
         import rtgym
         config = dict(rtgym.DEFAULT_CONFIG_DICT)
         config['interface'] = _noting_lateness(
@@ -166,7 +174,8 @@ def _thread_costs() -> dict[str, tuple[int, int]]:
     CPU nanoseconds and wake-ups so far of this process's threads, by group.
 
     DDS threads are Fast DDS's own (named ``dds.*``); every other thread but the user's belongs
-    to the env (rtgym_ros's executor, io and watchdog threads; rtgym's background thread).
+    to the env (rtgym_ros's executor, io and watchdog threads; rtgym's background thread;
+    rtgym_node's spinning thread).
     """
     user = threading.main_thread().native_id
     threads = thread_costs()
@@ -209,10 +218,34 @@ def _lateness_probe(env_name: str, env) -> Callable[[], float]:
     wall time).
     """
     base = env.unwrapped
-    if env_name == 'rtgym':
+    if env_name in ('rtgym', 'rtgym_node'):
         return lambda: time.perf_counter() - base._RealTimeEnvTS__t_co
     schedule = base._schedule
     return lambda: time.time() - schedule.t_co
+
+
+def _spin_a_node() -> Callable[[], None]:
+    """Start a ROS 2 node spun in a thread of its own (``rtgym_node``); return its stop."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
+
+    context = Context()
+    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    node = rclpy.create_node(f'step_timing_{os.getpid()}', context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    thread = threading.Thread(target=executor.spin, name='rtgym_node spin', daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        executor.shutdown()
+        thread.join(5.0)
+        node.destroy_node()
+        context.try_shutdown()
+
+    return stop
 
 
 def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options: dict) -> dict:
@@ -233,6 +266,7 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options:
     switch_before = sys.getswitchinterval()
     lateness: list[float] = []
     probe = [lambda: math.nan]
+    stop_node = _spin_a_node() if env_name == 'rtgym_node' else None
     env = _make_env(env_name, time_step, captures, sends, options=options,
                     noting=(lateness, probe))
     probe[0] = _lateness_probe(env_name, env)
@@ -265,6 +299,8 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options:
             time.sleep(min(time_step, 0.01))
     finally:
         env.close()
+        if stop_node is not None:
+            stop_node()
     del env
     gc.collect()
     messages = [str(w.message) for w in caught]
@@ -334,7 +370,8 @@ def _rate_arg(value: str) -> float:
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--envs', nargs='+', choices=ENVS, default=list(ENVS))
+    parser.add_argument('--envs', nargs='+', choices=ENVS, default=list(DEFAULT_ENVS),
+                        help='default: rtgym rtgym_ros; rtgym_node: rtgym beside a ROS 2 node')
     parser.add_argument('--rates', nargs='+', type=_rate_arg, default=[100.0, 1000.0],
                         metavar='HZ', help='time-step rates in Hz (default: 100 1000)')
     parser.add_argument('--loads', nargs='+', choices=LOADS, default=list(LOADS))
