@@ -267,8 +267,13 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options:
     lateness: list[float] = []
     probe = [lambda: math.nan]
     stop_node = _spin_a_node() if env_name == 'rtgym_node' else None
-    env = _make_env(env_name, time_step, captures, sends, options=options,
-                    noting=(lateness, probe))
+    try:
+        env = _make_env(env_name, time_step, captures, sends, options=options,
+                        noting=(lateness, probe))
+    except BaseException:
+        if stop_node is not None:
+            stop_node()
+        raise
     probe[0] = _lateness_probe(env_name, env)
     try:
         with warnings.catch_warnings(record=True) as caught:
