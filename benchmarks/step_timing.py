@@ -37,6 +37,8 @@ in a thread of its own (a DDS participant and its threads, as an rtgym_ros env h
 process costs rtgym. Not in the table by default.
 """
 DEFAULT_ENVS = ('rtgym', 'rtgym_ros')
+RTGYM_ENVS = ('rtgym', 'rtgym_node')
+"""The envs that are rtgym's own env, with its config, interface and schedule."""
 ENV_IDS = {'rtgym': 'real-time-gym-ts-v1', 'rtgym_node': 'real-time-gym-ts-v1',
            'rtgym_ros': 'rtgym_ros/real-time-gym-v1'}
 LOADS = ('sleep', 'numpy', 'python')  # timing_demo's agent loads, less 'idle'
@@ -61,7 +63,7 @@ def _make_env(env_name: str, time_step: float, captures: list, sends: list, *,
               options: dict, noting: tuple[list, list]):
     import gymnasium
 
-    if env_name in ('rtgym', 'rtgym_node'):
+    if env_name in RTGYM_ENVS:
         import rtgym
         config = dict(rtgym.DEFAULT_CONFIG_DICT)
         config['interface'] = _noting_lateness(
@@ -218,7 +220,7 @@ def _lateness_probe(env_name: str, env) -> Callable[[], float]:
     wall time).
     """
     base = env.unwrapped
-    if env_name in ('rtgym', 'rtgym_node'):
+    if env_name in RTGYM_ENVS:
         return lambda: time.perf_counter() - base._RealTimeEnvTS__t_co
     schedule = base._schedule
     return lambda: time.time() - schedule.t_co
