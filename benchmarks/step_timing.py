@@ -27,6 +27,7 @@ import warnings
 
 import numpy as np
 from bench_support import thread_costs  # noqa: I100
+from comparison import count_ratio_interval, paired_ratios
 from rtgym_ros.core.timing import capture_spacing_errors
 from rtgym_ros.nodes.timing_demo import clock_reading_interface, make_load
 
@@ -84,16 +85,31 @@ def _make_env(env_name: str, time_step: float, captures: list, sends: list, *,
     return gymnasium.make(ENV_IDS[env_name], config=config)
 
 
+STALL_US = 500.0
+"""A capture spacing error this large is a stall (of the host, the GIL, or the env)."""
+MAX_STALLS_LISTED = 100
+
+
+def _stalls(times: np.ndarray, error_us: np.ndarray) -> list[list[float]]:
+    """
+    List the gaps off by :data:`STALL_US` or more: [s since the first capture, error in µs].
+
+    In the JSON, to see when stalls come: stalls at one period in both envs are the host's.
+    """
+    late = np.flatnonzero(error_us >= STALL_US)[:MAX_STALLS_LISTED]
+    return [[round(float(times[i + 1] - times[0]), 4), round(float(error_us[i]))] for i in late]
+
+
 def _summary(captures: list, time_step: float) -> dict:
     times = np.asarray(captures[WARMUP_STEPS:], dtype=np.float64)
     spacing = np.diff(times)
     if spacing.size == 0:
         return {'p50_us': math.nan, 'p99_us': math.nan, 'max_us': math.nan,
-                'mean_spacing_us': math.nan, 'samples': 0}
+                'mean_spacing_us': math.nan, 'samples': 0, 'stalls': []}
     error = capture_spacing_errors(times, time_step) * 1e6
     return {'p50_us': float(np.percentile(error, 50)), 'p99_us': float(np.percentile(error, 99)),
             'max_us': float(error.max()), 'mean_spacing_us': float(spacing.mean() * 1e6),
-            'samples': int(spacing.size)}
+            'samples': int(spacing.size), 'stalls': _stalls(times, error)}
 
 
 def _percentiles(values: np.ndarray) -> dict:
@@ -596,6 +612,64 @@ def format_late_markdown(results: list[dict]) -> str:
     return _markdown_table(LATE_HEADER, rows) if rows else ''
 
 
+PAIRED_HEADER = ['rate', 'agent', 'against', 'CPU/step, rtgym_ros / it: median (each pair)',
+                 'p99, rtgym_ros / it: median (each pair)',
+                 'time-outs, all runs: rtgym_ros / it', 'their ratio: 95 % interval']
+"""rtgym_ros against each of rtgym's envs, the k-th run of one with the k-th of the other."""
+
+
+def _ratio_text(ratios: list[float]) -> str:
+    each = ', '.join(f'{r:.2f}' for r in ratios)
+    return f'{np.nanmedian(ratios):.2f} ({each})' if len(ratios) > 1 else each
+
+
+def _interval_text(ours: int, theirs: int) -> str:
+    """Format the rate ratio's interval, and whether it holds 1 (the counts differ by chance)."""
+    interval = count_ratio_interval(ours, theirs)
+    if interval is None:
+        return '–'
+    low, high = interval
+    verdict = 'chance' if low <= 1.0 <= high else ('fewer' if high < 1.0 else 'more')
+    return f"{low:.2f}–{'∞' if math.isinf(high) else f'{high:.2f}'} ({verdict})"
+
+
+def paired_rows(results: list[dict]) -> list[list[str]]:
+    """
+    One row per (rate, load) and rtgym env: rtgym_ros's runs against that env's, pair by pair.
+
+    ``results`` in run order: the k-th run of a cell is paired with the k-th of the other
+    env's, its neighbour in time (:func:`_cells` alternates them). Time-outs are summed over
+    the runs (each run has the same steps) and their ratio given with its exact interval.
+    """
+    runs: dict[tuple, list[dict]] = {}
+    for result in results:
+        if 'error' not in result:
+            runs.setdefault((result['rate_hz'], result['load'], result['env']), []).append(
+                result)
+    rows = []
+    for (rate, load, env), ours in sorted(runs.items(), key=lambda item: (
+            item[0][0], LOADS.index(item[0][1]), ENVS.index(item[0][2]))):
+        if env != 'rtgym_ros':
+            continue
+        for baseline in RTGYM_ENVS:
+            theirs = runs.get((rate, load, baseline))
+            if not theirs or len(theirs) != len(ours):
+                continue
+            cpu = paired_ratios([r['cpu_per_step_us'] for r in ours],
+                                [r['cpu_per_step_us'] for r in theirs])
+            p99 = paired_ratios([r['p99_us'] for r in ours], [r['p99_us'] for r in theirs])
+            timeouts = [sum(r['timeouts'] for r in side) for side in (ours, theirs)]
+            rows.append([_rate_label(rate), load, baseline, _ratio_text(cpu), _ratio_text(p99),
+                         f'{timeouts[0]} / {timeouts[1]}', _interval_text(*timeouts)])
+    return rows
+
+
+def format_paired_markdown(results: list[dict]) -> str:
+    """Return rtgym_ros against rtgym's envs, run by run, as a markdown table ('' if none)."""
+    rows = paired_rows(results)
+    return _markdown_table(PAIRED_HEADER, rows) if rows else ''
+
+
 def format_text(results: list[dict]) -> str:
     rows = [HEADER] + _rows(results)
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
@@ -657,6 +731,11 @@ def main(argv: list[str] | None = None) -> int:
     late = format_late_markdown(results)
     if late:
         print(f'\nLate starts (more than T after the previous end), by cause:\n\n{late}')
+    paired = format_paired_markdown(results)
+    if paired:
+        print('\nrtgym_ros against rtgym, run by run (ratios of each pair of neighbouring runs; '
+              'time-outs summed, their rate ratio with its exact interval: "chance" where it '
+              f'holds 1):\n\n{paired}')
     failed = [r for r in results
               if 'error' in r or r.get('returncode') or r.get('terminate_called')]
     return 1 if failed else 0

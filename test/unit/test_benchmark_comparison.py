@@ -1,0 +1,106 @@
+"""
+How the step-timing benchmark compares rtgym_ros with rtgym: paired runs and counted time-outs.
+
+The benchmarks are scripts beside the package, not modules of it: loaded from their folder.
+"""
+
+import math
+from pathlib import Path
+import sys
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / 'benchmarks'
+
+
+@pytest.fixture(scope='module')
+def comparison():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import comparison
+        import step_timing
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return comparison, step_timing
+
+
+def _pmf(k: int, n: int, p: float) -> float:
+    return math.comb(n, k) * p**k * (1.0 - p) ** (n - k)
+
+
+@pytest.mark.parametrize('successes, trials, expected', [
+    (5, 10, (0.18709, 0.81291)),  # R: binom.test(5, 10)$conf.int
+    (0, 10, (0.0, 0.30850)),
+    (10, 10, (0.69150, 1.0)),
+    (1, 1000, (0.0000253, 0.0055589)),
+])
+def test_the_binomial_interval_is_clopper_pearsons(comparison, successes, trials, expected):
+    low, high = comparison[0].binomial_interval(successes, trials)
+    assert low == pytest.approx(expected[0], rel=1e-3, abs=1e-9)
+    assert high == pytest.approx(expected[1], rel=1e-3, abs=1e-9)
+
+
+@pytest.mark.parametrize('p', [0.02, 0.3, 0.5, 0.9])
+def test_the_binomial_interval_covers_the_proportion_at_least_as_often_as_it_says(
+        comparison, p):
+    trials = 25
+    covered = sum(_pmf(k, trials, p) for k in range(trials + 1)
+                  if comparison[0].binomial_interval(k, trials)[0] <= p
+                  <= comparison[0].binomial_interval(k, trials)[1])
+    assert covered >= 0.95
+
+
+def test_counts_that_differ_by_chance_hold_1_and_far_apart_do_not(comparison):
+    ratio = comparison[0].count_ratio_interval
+    assert ratio(18, 15)[0] < 1.0 < ratio(18, 15)[1]
+    assert ratio(40, 10)[0] > 1.0
+    assert ratio(10, 40)[1] < 1.0
+    assert ratio(0, 0) is None
+    assert math.isinf(ratio(5, 0)[1]) and ratio(0, 5)[0] == 0.0
+
+
+def test_bad_counts_are_refused(comparison):
+    with pytest.raises(ValueError, match='counts must be >= 0'):
+        comparison[0].count_ratio_interval(-1, 3)
+    with pytest.raises(ValueError, match='successes must be within 0..trials'):
+        comparison[0].binomial_interval(4, 3)
+    with pytest.raises(ValueError, match='as many of each env, got 2 and 1'):
+        comparison[0].paired_ratios([1.0, 2.0], [1.0])
+
+
+def _run(env: str, cpu: float, p99: float, timeouts: int, rate: float = 1000.0) -> dict:
+    return {'env': env, 'rate_hz': rate, 'load': 'sleep', 'cpu_per_step_us': cpu,
+            'p99_us': p99, 'timeouts': timeouts}
+
+
+def test_each_run_is_paired_with_the_other_envs_run_of_the_same_round(comparison):
+    step_timing = comparison[1]
+    results = [_run('rtgym', 100.0, 50.0, 2), _run('rtgym_ros', 120.0, 40.0, 3),
+               _run('rtgym_ros', 90.0, 60.0, 1), _run('rtgym', 100.0, 30.0, 0),
+               _run('rtgym', 50.0, 10.0, 5, rate=100.0)]  # no rtgym_ros beside it: no row
+    rows = step_timing.paired_rows(results)
+    assert len(rows) == 1
+    rate, load, against, cpu, p99, timeouts, interval = rows[0]
+    assert (rate, load, against) == ('1 kHz', 'sleep', 'rtgym')
+    assert cpu == '1.05 (1.20, 0.90)'
+    assert p99 == '1.40 (0.80, 2.00)'
+    assert timeouts == '4 / 2'
+    assert interval.endswith('(chance)')
+
+
+def test_a_failed_run_leaves_its_cell_unpaired(comparison):
+    step_timing = comparison[1]
+    results = [_run('rtgym', 100.0, 50.0, 2), _run('rtgym_ros', 120.0, 40.0, 3),
+               {'env': 'rtgym', 'rate_hz': 1000.0, 'load': 'sleep', 'error': 'crashed'},
+               _run('rtgym_ros', 90.0, 60.0, 1)]
+    assert step_timing.paired_rows(results) == []
+
+
+def test_a_stall_is_listed_with_its_time_and_error(comparison):
+    step_timing = comparison[1]
+    captures = [0.001 * k for k in range(step_timing.WARMUP_STEPS + 10)]
+    captures[step_timing.WARMUP_STEPS + 4:] = [t + 0.0008 for t in
+                                               captures[step_timing.WARMUP_STEPS + 4:]]
+    summary = step_timing._summary(captures, 0.001)
+    assert summary['stalls'] == [[0.0048, 800]]
+    assert summary['max_us'] == pytest.approx(800.0)
