@@ -638,23 +638,24 @@ def paired_rows(results: list[dict]) -> list[list[str]]:
     One row per (rate, load) and rtgym env: rtgym_ros's runs against that env's, pair by pair.
 
     ``results`` in run order: the k-th run of a cell is paired with the k-th of the other
-    env's, its neighbour in time (:func:`_cells` alternates them). Time-outs are summed over
-    the runs (each run has the same steps) and their ratio given with its exact interval.
+    env's, its neighbour in time (:func:`_cells` alternates them); a pair with a failed run is
+    left out. Time-outs are summed over the pairs (each run has the same steps) and their
+    ratio given with its exact interval.
     """
     runs: dict[tuple, list[dict]] = {}
     for result in results:
-        if 'error' not in result:
-            runs.setdefault((result['rate_hz'], result['load'], result['env']), []).append(
-                result)
+        runs.setdefault((result['rate_hz'], result['load'], result['env']), []).append(result)
     rows = []
-    for (rate, load, env), ours in sorted(runs.items(), key=lambda item: (
+    for (rate, load, env), all_ours in sorted(runs.items(), key=lambda item: (
             item[0][0], LOADS.index(item[0][1]), ENVS.index(item[0][2]))):
         if env != 'rtgym_ros':
             continue
         for baseline in RTGYM_ENVS:
-            theirs = runs.get((rate, load, baseline))
-            if not theirs or len(theirs) != len(ours):
+            pairs = [(a, b) for a, b in zip(all_ours, runs.get((rate, load, baseline), []))
+                     if 'error' not in a and 'error' not in b]
+            if not pairs:
                 continue
+            ours, theirs = zip(*pairs)
             cpu = paired_ratios([r['cpu_per_step_us'] for r in ours],
                                 [r['cpu_per_step_us'] for r in theirs])
             p99 = paired_ratios([r['p99_us'] for r in ours], [r['p99_us'] for r in theirs])

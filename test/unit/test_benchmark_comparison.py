@@ -88,12 +88,15 @@ def test_each_run_is_paired_with_the_other_envs_run_of_the_same_round(comparison
     assert interval.endswith('(chance)')
 
 
-def test_a_failed_run_leaves_its_cell_unpaired(comparison):
+def test_a_failed_run_leaves_out_its_pair_only(comparison):
     step_timing = comparison[1]
+    failed = {'env': 'rtgym', 'rate_hz': 1000.0, 'load': 'sleep', 'error': 'crashed'}
     results = [_run('rtgym', 100.0, 50.0, 2), _run('rtgym_ros', 120.0, 40.0, 3),
-               {'env': 'rtgym', 'rate_hz': 1000.0, 'load': 'sleep', 'error': 'crashed'},
-               _run('rtgym_ros', 90.0, 60.0, 1)]
-    assert step_timing.paired_rows(results) == []
+               _run('rtgym_ros', 90.0, 60.0, 1), failed,
+               _run('rtgym', 50.0, 10.0, 0), _run('rtgym_ros', 60.0, 30.0, 4)]
+    rows = step_timing.paired_rows(results)
+    assert [row[3:6] for row in rows] == [['1.20 (1.20, 1.20)', '1.90 (0.80, 3.00)', '7 / 2']]
+    assert step_timing.paired_rows(results[1:4]) == []
 
 
 def test_a_stall_is_listed_with_its_time_and_error(comparison):
