@@ -1,5 +1,8 @@
 """
-How the step-timing benchmark compares rtgym_ros with rtgym: paired runs and counted time-outs.
+How the benchmarks compare rtgym_ros with rtgym and with the host's floor.
+
+Paired runs and counted time-outs (``step_timing.py``, ``comparison.py``); stalls that recur
+at one period (``host_floor.py``).
 
 The benchmarks are scripts beside the package, not modules of it: loaded from their folder.
 """
@@ -107,3 +110,30 @@ def test_a_stall_is_listed_with_its_time_and_error(comparison):
     summary = step_timing._summary(captures, 0.001)
     assert summary['stalls'] == [[0.0048, 800]]
     assert summary['max_us'] == pytest.approx(800.0)
+
+
+@pytest.fixture(scope='module')
+def host_floor():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import host_floor
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return host_floor
+
+
+def test_stalls_at_multiples_of_one_period_are_found_among_others(host_floor):
+    times = [0.3 + 0.512 * k + 0.001 * (-1) ** k for k in (0, 1, 2, 4, 5, 8)] + [3.5]
+    period, fits, intervals = host_floor.recurring_period(sorted(times))
+    assert period == pytest.approx(0.512, abs=0.003)
+    assert (fits, intervals) == (4, 6)  # 3.5 s breaks two intervals: 0.64 and 0.9 s fit none
+    assert host_floor.recurring_period([1.0]) is None
+    assert host_floor.recurring_period([1.0, 1.01]) is None  # shorter than any period asked
+
+
+def test_the_host_floor_runs_and_prints_a_row_per_part(host_floor, capsys):
+    assert host_floor.main(['--parts', 'sleep', 'spin', '--rates', '1000', '--seconds',
+                            '0.05']) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith('| s')]
+    assert [row.split('|')[1].strip() for row in rows] == ['sleep', 'spin']
+    assert '| 50 |' in rows[0]
