@@ -19,7 +19,7 @@ def paired_ratios(ours: list[float], theirs: list[float]) -> list[float]:
     return [a / b if b > 0 else math.nan for a, b in zip(ours, theirs)]
 
 
-def _binomial_cdf(successes: int, trials: int, p: float) -> float:
+def binomial_cdf(successes: int, trials: int, p: float) -> float:
     """P(X <= successes) for X ~ Binomial(trials, p) (log terms: no overflow)."""
     if p <= 0.0 or p >= 1.0:
         return 1.0 if p <= 0.0 or successes >= trials else 0.0
@@ -57,9 +57,9 @@ def binomial_interval(successes: int, trials: int, confidence: float = 0.95
     tail = (1.0 - confidence) / 2.0
     # low: P(X >= successes) = tail; high: P(X <= successes) = tail, i.e. P(X > it) = 1 - tail
     low = 0.0 if successes == 0 else _solve(
-        lambda p: 1.0 - _binomial_cdf(successes - 1, trials, p), tail)
+        lambda p: 1.0 - binomial_cdf(successes - 1, trials, p), tail)
     high = 1.0 if successes == trials else _solve(
-        lambda p: 1.0 - _binomial_cdf(successes, trials, p), 1.0 - tail)
+        lambda p: 1.0 - binomial_cdf(successes, trials, p), 1.0 - tail)
     return low, high
 
 

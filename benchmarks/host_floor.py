@@ -5,9 +5,10 @@ The host's floor: how late a thread that only sleeps wakes, with no env, no ROS,
 Both envs of ``step_timing.py`` sleep to each deadline; a wake-up the host delays makes a late
 capture, or a late ``step()`` call, in either. This script sleeps one thread to a grid of
 deadlines (``sleep(deadline - now)``, as the envs do) and reports how late it woke, the spacing
-of its wake-ups as ``step_timing.py`` reports the captures', the stalls (wake-ups 0.5 ms or
-more late) and the period at which they recur. ``--parts spin`` reads the clock in a loop that
-never sleeps: gaps there mean the host stopped the vCPU itself, not only a sleeper's wake-up.
+of its wake-ups as ``step_timing.py`` reports the captures', the stalls (a run of wake-ups
+0.5 ms or more late counts once) and the period at which they recur. ``--parts spin`` reads
+the clock in a loop that never sleeps: gaps there mean the host stopped the vCPU itself, not
+only a sleeper's wake-up.
 
     python3 benchmarks/host_floor.py                            # 100 Hz and 1 kHz, 10 s each
     python3 benchmarks/host_floor.py --parts sleep spin --seconds 5
@@ -20,6 +21,7 @@ import time
 
 import numpy as np
 import bench_support  # noqa: F401, I100 - puts this checkout's rtgym_ros first
+from comparison import binomial_cdf
 from rtgym_ros.core.timing import capture_spacing_errors  # noqa: I100
 
 STALL = 500e-6
@@ -30,25 +32,35 @@ PERIOD_TOLERANCE = 0.01  # s: an interval within this of a multiple of a period 
 
 
 def recurring_period(times: list[float] | np.ndarray, *, shortest: float = 0.05,
-                     longest: float = 2.0) -> tuple[float, int, int] | None:
+                     longest: float = 2.0, significance: float = 0.01
+                     ) -> tuple[float, int, int] | None:
     """
     Return the period at which events recur: (period, intervals that fit it, intervals).
 
     Each interval between two consecutive events from ``shortest`` to ``longest`` s is a
-    candidate; the one that the most intervals are a whole multiple of (within
-    :data:`PERIOD_TOLERANCE`) wins, the shortest of equals. None: fewer than two events, or no
-    candidate.
+    candidate. An interval fits a period when it is within :data:`PERIOD_TOLERANCE` of a whole
+    multiple of it, which a random interval does with probability ``2 * tolerance / period``:
+    the candidate whose fits are the least likely by chance wins, if even that chance, times
+    the number of candidates tried, is below ``significance``. None: no such period.
     """
     intervals = np.diff(np.asarray(times, dtype=np.float64))
     candidates = sorted(v for v in intervals if shortest <= v <= longest)
-    best = None
+    best, best_chance = None, significance / max(1, len(candidates))
     for period in candidates:
         multiples = np.round(intervals / period)
         fits = int(np.sum((multiples >= 1)
                           & (np.abs(intervals - multiples * period) <= PERIOD_TOLERANCE)))
-        if best is None or fits > best[1]:
-            best = (float(period), fits, int(intervals.size))
+        by_chance = min(1.0, 2.0 * PERIOD_TOLERANCE / period)
+        chance = 1.0 - binomial_cdf(fits - 1, intervals.size, by_chance) if fits else 1.0
+        if chance < best_chance:
+            best, best_chance = (float(period), fits, int(intervals.size)), chance
     return best
+
+
+def stall_starts(times: np.ndarray, late: np.ndarray) -> np.ndarray:
+    """Return the times of the late wake-ups that follow one in time: one per stall."""
+    first = late & ~np.concatenate(([False], late[:-1]))
+    return times[first]
 
 
 def sleep_to_grid(rate: float, seconds: float) -> dict:
@@ -64,7 +76,7 @@ def sleep_to_grid(rate: float, seconds: float) -> dict:
             time.sleep(remaining)
         wakes[index] = time.perf_counter()
     lateness = wakes - (start + np.arange(steps) * period)
-    stalls = wakes[lateness >= STALL] - wakes[0]
+    stalls = stall_starts(wakes - wakes[0], lateness >= STALL)
     spacing = capture_spacing_errors(wakes, period) * 1e6
     return {'part': 'sleep', 'rate_hz': rate, 'steps': steps,
             'late_us': {'p50': float(np.percentile(lateness, 50) * 1e6),

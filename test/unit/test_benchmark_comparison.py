@@ -137,3 +137,17 @@ def test_the_host_floor_runs_and_prints_a_row_per_part(host_floor, capsys):
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith('| s')]
     assert [row.split('|')[1].strip() for row in rows] == ['sleep', 'spin']
     assert '| 50 |' in rows[0]
+
+
+def test_a_run_of_late_wake_ups_is_one_stall(host_floor):
+    import numpy as np
+    times = np.arange(8) * 0.001
+    late = np.array([False, True, True, True, False, False, True, False])
+    assert host_floor.stall_starts(times, late).tolist() == [0.001, 0.006]
+
+
+def test_a_short_period_that_chance_explains_is_not_reported(host_floor):
+    import numpy as np
+    for seed in range(20):
+        times = np.cumsum(np.random.default_rng(seed).uniform(0.2, 1.5, size=40))
+        assert host_floor.recurring_period(times) is None
