@@ -58,7 +58,7 @@ def recurring_period(times: list[float] | np.ndarray, *, shortest: float = 0.05,
 
 
 def stall_starts(times: np.ndarray, late: np.ndarray) -> np.ndarray:
-    """Return the times of the late wake-ups that follow one in time: one per stall."""
+    """Return the times of the late wake-ups whose previous wake-up was not late: one per stall."""
     first = late & ~np.concatenate(([False], late[:-1]))
     return times[first]
 
@@ -139,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--seconds', type=float, default=10.0, help='per rate (default: 10)')
     parser.add_argument('--json', metavar='PATH', help='write every result to this file')
     args = parser.parse_args(argv)
-    if args.seconds <= 0.0 or any(rate <= 0.0 for rate in args.rates):
-        parser.error(f'--seconds and --rates must be > 0, got {args.seconds} and {args.rates}')
+    if any(round(args.seconds * rate) < 2 for rate in args.rates):
+        parser.error(f'--seconds times each of --rates must give 2 wake-ups or more, got '
+                     f'{args.seconds} s and {args.rates} Hz')
     results = []
     if 'sleep' in args.parts:
         results += [sleep_to_grid(rate, args.seconds) for rate in args.rates]

@@ -151,3 +151,9 @@ def test_a_short_period_that_chance_explains_is_not_reported(host_floor):
     for seed in range(20):
         times = np.cumsum(np.random.default_rng(seed).uniform(0.2, 1.5, size=40))
         assert host_floor.recurring_period(times) is None
+
+
+def test_a_run_too_short_for_two_wake_ups_is_refused(host_floor, capsys):
+    with pytest.raises(SystemExit):
+        host_floor.main(['--rates', '100', '--seconds', '0.01'])
+    assert 'must give 2 wake-ups or more, got 0.01 s and [100.0] Hz' in capsys.readouterr().err
