@@ -10,6 +10,7 @@ The benchmarks are scripts beside the package, not modules of it: loaded from th
 import math
 from pathlib import Path
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,14 +18,16 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / 'benchmarks'
 
 
 @pytest.fixture(scope='module')
-def comparison():
+def bench() -> SimpleNamespace:
+    """The benchmark modules, imported from their folder as the scripts import each other."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
         import comparison
+        import host_floor
         import step_timing
     finally:
         sys.path.remove(str(BENCHMARKS))
-    return comparison, step_timing
+    return SimpleNamespace(comparison=comparison, host_floor=host_floor, step_timing=step_timing)
 
 
 def _pmf(k: int, n: int, p: float) -> float:
@@ -37,24 +40,24 @@ def _pmf(k: int, n: int, p: float) -> float:
     (10, 10, (0.69150, 1.0)),
     (1, 1000, (0.0000253, 0.0055589)),
 ])
-def test_the_binomial_interval_is_clopper_pearsons(comparison, successes, trials, expected):
-    low, high = comparison[0].binomial_interval(successes, trials)
+def test_the_binomial_interval_is_clopper_pearsons(bench, successes, trials, expected):
+    low, high = bench.comparison.binomial_interval(successes, trials)
     assert low == pytest.approx(expected[0], rel=1e-3, abs=1e-9)
     assert high == pytest.approx(expected[1], rel=1e-3, abs=1e-9)
 
 
 @pytest.mark.parametrize('p', [0.02, 0.3, 0.5, 0.9])
 def test_the_binomial_interval_covers_the_proportion_at_least_as_often_as_it_says(
-        comparison, p):
+        bench, p):
     trials = 25
     covered = sum(_pmf(k, trials, p) for k in range(trials + 1)
-                  if comparison[0].binomial_interval(k, trials)[0] <= p
-                  <= comparison[0].binomial_interval(k, trials)[1])
+                  if bench.comparison.binomial_interval(k, trials)[0] <= p
+                  <= bench.comparison.binomial_interval(k, trials)[1])
     assert covered >= 0.95
 
 
-def test_counts_that_differ_by_chance_hold_1_and_far_apart_do_not(comparison):
-    ratio = comparison[0].count_ratio_interval
+def test_counts_that_differ_by_chance_hold_1_and_far_apart_do_not(bench):
+    ratio = bench.comparison.count_ratio_interval
     assert ratio(18, 15)[0] < 1.0 < ratio(18, 15)[1]
     assert ratio(40, 10)[0] > 1.0
     assert ratio(10, 40)[1] < 1.0
@@ -62,13 +65,13 @@ def test_counts_that_differ_by_chance_hold_1_and_far_apart_do_not(comparison):
     assert math.isinf(ratio(5, 0)[1]) and ratio(0, 5)[0] == 0.0
 
 
-def test_bad_counts_are_refused(comparison):
+def test_bad_counts_are_refused(bench):
     with pytest.raises(ValueError, match='counts must be >= 0'):
-        comparison[0].count_ratio_interval(-1, 3)
+        bench.comparison.count_ratio_interval(-1, 3)
     with pytest.raises(ValueError, match='successes must be within 0..trials'):
-        comparison[0].binomial_interval(4, 3)
+        bench.comparison.binomial_interval(4, 3)
     with pytest.raises(ValueError, match='as many of each env, got 2 and 1'):
-        comparison[0].paired_ratios([1.0, 2.0], [1.0])
+        bench.comparison.paired_ratios([1.0, 2.0], [1.0])
 
 
 def _run(env: str, cpu: float, p99: float, timeouts: int, rate: float = 1000.0) -> dict:
@@ -76,8 +79,8 @@ def _run(env: str, cpu: float, p99: float, timeouts: int, rate: float = 1000.0) 
             'p99_us': p99, 'timeouts': timeouts}
 
 
-def test_each_run_is_paired_with_the_other_envs_run_of_the_same_round(comparison):
-    step_timing = comparison[1]
+def test_each_run_is_paired_with_the_other_envs_run_of_the_same_round(bench):
+    step_timing = bench.step_timing
     results = [_run('rtgym', 100.0, 50.0, 2), _run('rtgym_ros', 120.0, 40.0, 3),
                _run('rtgym_ros', 90.0, 60.0, 1), _run('rtgym', 100.0, 30.0, 0),
                _run('rtgym', 50.0, 10.0, 5, rate=100.0)]  # no rtgym_ros beside it: no row
@@ -91,8 +94,8 @@ def test_each_run_is_paired_with_the_other_envs_run_of_the_same_round(comparison
     assert interval.endswith('(chance)')
 
 
-def test_a_failed_run_leaves_out_its_pair_only(comparison):
-    step_timing = comparison[1]
+def test_a_failed_run_leaves_out_its_pair_only(bench):
+    step_timing = bench.step_timing
     failed = {'env': 'rtgym', 'rate_hz': 1000.0, 'load': 'sleep', 'error': 'crashed'}
     results = [_run('rtgym', 100.0, 50.0, 2), _run('rtgym_ros', 120.0, 40.0, 3),
                _run('rtgym_ros', 90.0, 60.0, 1), failed,
@@ -102,8 +105,8 @@ def test_a_failed_run_leaves_out_its_pair_only(comparison):
     assert step_timing.paired_rows(results[1:4]) == []
 
 
-def test_a_stall_is_listed_with_its_time_and_error(comparison):
-    step_timing = comparison[1]
+def test_a_stall_is_listed_with_its_time_and_error(bench):
+    step_timing = bench.step_timing
     captures = [0.001 * k for k in range(step_timing.WARMUP_STEPS + 10)]
     captures[step_timing.WARMUP_STEPS + 4:] = [t + 0.0008 for t in
                                                captures[step_timing.WARMUP_STEPS + 4:]]
@@ -112,48 +115,38 @@ def test_a_stall_is_listed_with_its_time_and_error(comparison):
     assert summary['max_us'] == pytest.approx(800.0)
 
 
-@pytest.fixture(scope='module')
-def host_floor():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import host_floor
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return host_floor
-
-
-def test_stalls_at_multiples_of_one_period_are_found_among_others(host_floor):
+def test_stalls_at_multiples_of_one_period_are_found_among_others(bench):
     times = [0.3 + 0.512 * k + 0.001 * (-1) ** k for k in (0, 1, 2, 4, 5, 8)] + [3.5]
-    period, fits, intervals = host_floor.recurring_period(sorted(times))
+    period, fits, intervals = bench.host_floor.recurring_period(sorted(times))
     assert period == pytest.approx(0.512, abs=0.003)
     assert (fits, intervals) == (4, 6)  # 3.5 s breaks two intervals: 0.64 and 0.9 s fit none
-    assert host_floor.recurring_period([1.0]) is None
-    assert host_floor.recurring_period([1.0, 1.01]) is None  # shorter than any period asked
+    assert bench.host_floor.recurring_period([1.0]) is None
+    assert bench.host_floor.recurring_period([1.0, 1.01]) is None  # shorter than any period asked
 
 
-def test_the_host_floor_runs_and_prints_a_row_per_part(host_floor, capsys):
-    assert host_floor.main(['--parts', 'sleep', 'spin', '--rates', '1000', '--seconds',
+def test_the_host_floor_runs_and_prints_a_row_per_part(bench, capsys):
+    assert bench.host_floor.main(['--parts', 'sleep', 'spin', '--rates', '1000', '--seconds',
                             '0.05']) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith('| s')]
     assert [row.split('|')[1].strip() for row in rows] == ['sleep', 'spin']
     assert '| 50 |' in rows[0]
 
 
-def test_a_run_of_late_wake_ups_is_one_stall(host_floor):
+def test_a_run_of_late_wake_ups_is_one_stall(bench):
     import numpy as np
     times = np.arange(8) * 0.001
     late = np.array([False, True, True, True, False, False, True, False])
-    assert host_floor.stall_starts(times, late).tolist() == [0.001, 0.006]
+    assert bench.host_floor.stall_starts(times, late).tolist() == [0.001, 0.006]
 
 
-def test_a_short_period_that_chance_explains_is_not_reported(host_floor):
+def test_a_short_period_that_chance_explains_is_not_reported(bench):
     import numpy as np
     for seed in range(20):
         times = np.cumsum(np.random.default_rng(seed).uniform(0.2, 1.5, size=40))
-        assert host_floor.recurring_period(times) is None
+        assert bench.host_floor.recurring_period(times) is None
 
 
-def test_a_run_too_short_for_two_wake_ups_is_refused(host_floor, capsys):
+def test_a_run_too_short_for_two_wake_ups_is_refused(bench, capsys):
     with pytest.raises(SystemExit):
-        host_floor.main(['--rates', '100', '--seconds', '0.01'])
+        bench.host_floor.main(['--rates', '100', '--seconds', '0.01'])
     assert 'must give 2 wake-ups or more, got 0.01 s and [100.0] Hz' in capsys.readouterr().err
