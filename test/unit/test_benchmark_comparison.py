@@ -19,7 +19,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / 'benchmarks'
 
 @pytest.fixture(scope='module')
 def bench() -> SimpleNamespace:
-    """The benchmark modules, imported from their folder as the scripts import each other."""
+    """Import the benchmark modules from their folder, as the scripts import each other."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
         import comparison
@@ -125,8 +125,8 @@ def test_stalls_at_multiples_of_one_period_are_found_among_others(bench):
 
 
 def test_the_host_floor_runs_and_prints_a_row_per_part(bench, capsys):
-    assert bench.host_floor.main(['--parts', 'sleep', 'spin', '--rates', '1000', '--seconds',
-                            '0.05']) == 0
+    assert bench.host_floor.main(['--parts', 'sleep', 'spin', '--rates', '1000',
+                                  '--seconds', '0.05']) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith('| s')]
     assert [row.split('|')[1].strip() for row in rows] == ['sleep', 'spin']
     assert '| 50 |' in rows[0]
