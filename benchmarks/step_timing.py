@@ -310,7 +310,7 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options:
                 if index == WARMUP_STEPS - 1:
                     # Read in the agent's time, so that the next step() is called when it would
                     # be: beside DDS's threads the read takes 1.4-1.9 ms (/proc, per thread),
-                    # more than a 1 kHz step leaves, and the next step would time out.
+                    # about all that a 1 kHz step leaves the agent before a time-out.
                     caught_in_warmup = len(caught)
                     threads_before = _thread_costs()
                     usage_before = resource.getrusage(resource.RUSAGE_SELF)
