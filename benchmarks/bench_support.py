@@ -18,6 +18,15 @@ if REPO not in sys.path:  # else an installed copy (colcon's install/, another c
 from rtgym_ros.nodes.launch_logic import describe_exit  # noqa: E402, I100
 
 
+STALL = 500e-6
+"""Seconds late past which a capture gap or a wake-up is a stall (of the host, the GIL, an env)."""
+
+
+def rate_label(rate: float) -> str:
+    """Return a rate in Hz as the tables write it: '100 Hz', '1 kHz'."""
+    return f'{rate / 1000:g} kHz' if rate >= 1000 else f'{rate:g} Hz'
+
+
 def bench_environment() -> dict[str, str]:
     """Children share one private domain (from this process's pid) and stay on this host."""
     env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST',

@@ -20,12 +20,11 @@ import sys
 import time
 
 import numpy as np
-import bench_support  # noqa: F401, I100 - puts this checkout's rtgym_ros first
+# bench_support first: it puts this checkout's rtgym_ros on the path
+from bench_support import rate_label, STALL  # noqa: I100
 from comparison import binomial_cdf
 from rtgym_ros.core.timing import capture_spacing_errors  # noqa: I100
 
-STALL = 500e-6
-"""A wake-up this late is a stall (``step_timing.py``'s threshold for capture gaps)."""
 SPIN_GAP = 200e-6
 """A gap between two clock reads of the spinning loop this long is the vCPU stopped."""
 PERIOD_TOLERANCE = 0.01  # s: an interval within this of a multiple of a period recurs at it
@@ -122,10 +121,10 @@ def format_markdown(results: list[dict]) -> str:
             lines.append(f"| spin | – | – | – | max gap {r['max_gap_us']:.0f} | {r['gaps']} | – "
                          f"| {_period_text(r['period'])} |")
             continue
-        rate = f"{r['rate_hz'] / 1000:g} kHz" if r['rate_hz'] >= 1000 else f"{r['rate_hz']:g} Hz"
         late, spacing = r['late_us'], r['spacing_us']
-        lines.append(f"| sleep | {rate} | {r['steps']} | {late['p50']:.0f} / {late['p99']:.0f} "
-                     f"/ {late['max']:.0f} | {spacing['p99']:.0f} / {spacing['max']:.0f} "
+        lines.append(f"| sleep | {rate_label(r['rate_hz'])} | {r['steps']} "
+                     f"| {late['p50']:.0f} / {late['p99']:.0f} / {late['max']:.0f} "
+                     f"| {spacing['p99']:.0f} / {spacing['max']:.0f} "
                      f"| {len(r['stalls'])} | {r['late_by_more_than_a_step']} "
                      f"| {_period_text(r['period'])} |")
     return '\n'.join(lines)

@@ -26,7 +26,7 @@ from typing import Callable
 import warnings
 
 import numpy as np
-from bench_support import thread_costs  # noqa: I100
+from bench_support import rate_label, STALL, thread_costs  # noqa: I100
 from comparison import count_ratio_interval, paired_ratios
 from rtgym_ros.core.timing import capture_spacing_errors
 from rtgym_ros.nodes.timing_demo import clock_reading_interface, make_load
@@ -85,8 +85,7 @@ def _make_env(env_name: str, time_step: float, captures: list, sends: list, *,
     return gymnasium.make(ENV_IDS[env_name], config=config)
 
 
-STALL_US = 500.0
-"""A capture spacing error this large is a stall (of the host, the GIL, or the env)."""
+STALL_US = STALL * 1e6
 MAX_STALLS_LISTED = 100
 
 
@@ -512,10 +511,6 @@ def _env_label(result: dict) -> str:
     return f"rtgym_ros ({', '.join(notes)})" if notes else 'rtgym_ros'
 
 
-def _rate_label(rate: float) -> str:
-    return f'{rate / 1000:g} kHz' if rate >= 1000 else f'{rate:g} Hz'
-
-
 def _work_label(result: dict) -> str:
     if result.get('work_per_step') is None:
         return '–'
@@ -558,7 +553,7 @@ def _rows(results: list[dict],
         key = (result['rate_hz'], LOADS.index(result['load']), ENVS.index(result['env']),
                _env_label(result))
         groups.setdefault(key, []).append(result)
-    return [[_rate_label(key[0]), groups[key][0]['load'], key[3], *figures(groups[key])]
+    return [[rate_label(key[0]), groups[key][0]['load'], key[3], *figures(groups[key])]
             for key in sorted(groups)]
 
 
@@ -649,10 +644,10 @@ def paired_rows(results: list[dict]) -> list[list[str]]:
     for result in results:
         runs.setdefault((result['rate_hz'], result['load'], result['env']), []).append(result)
     rows = []
-    for (rate, load, env), all_ours in sorted(runs.items(), key=lambda item: (
-            item[0][0], LOADS.index(item[0][1]), ENVS.index(item[0][2]))):
-        if env != 'rtgym_ros':
-            continue
+    ours_cells = sorted((key for key in runs if key[2] == 'rtgym_ros'),
+                        key=lambda key: (key[0], LOADS.index(key[1])))
+    for rate, load, _ in ours_cells:
+        all_ours = runs[(rate, load, 'rtgym_ros')]
         for baseline in RTGYM_ENVS:
             pairs = [(a, b) for a, b in zip(all_ours, runs.get((rate, load, baseline), []))
                      if 'error' not in a and 'error' not in b]
@@ -663,7 +658,7 @@ def paired_rows(results: list[dict]) -> list[list[str]]:
                                 [r['cpu_per_step_us'] for r in theirs])
             p99 = paired_ratios([r['p99_us'] for r in ours], [r['p99_us'] for r in theirs])
             timeouts = [sum(r['timeouts'] for r in side) for side in (ours, theirs)]
-            rows.append([_rate_label(rate), load, baseline, _ratio_text(cpu), _ratio_text(p99),
+            rows.append([rate_label(rate), load, baseline, _ratio_text(cpu), _ratio_text(p99),
                          f'{timeouts[0]} / {timeouts[1]}', _interval_text(*timeouts)])
     return rows
 
@@ -682,7 +677,7 @@ def format_text(results: list[dict]) -> str:
 
 
 def _progress(index: int, total: int, result: dict) -> str:
-    head = f"[{index}/{total}] {_env_label(result):<10} {_rate_label(result['rate_hz']):>7} " \
+    head = f"[{index}/{total}] {_env_label(result):<10} {rate_label(result['rate_hz']):>7} " \
            f"{result['load']:<6}"
     if 'error' in result:
         return f"{head} ERROR: {result['error']}"

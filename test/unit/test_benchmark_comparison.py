@@ -50,9 +50,9 @@ def test_the_binomial_interval_is_clopper_pearsons(bench, successes, trials, exp
 def test_the_binomial_interval_covers_the_proportion_at_least_as_often_as_it_says(
         bench, p):
     trials = 25
-    covered = sum(_pmf(k, trials, p) for k in range(trials + 1)
-                  if bench.comparison.binomial_interval(k, trials)[0] <= p
-                  <= bench.comparison.binomial_interval(k, trials)[1])
+    intervals = [bench.comparison.binomial_interval(k, trials) for k in range(trials + 1)]
+    covered = sum(_pmf(k, trials, p) for k, (low, high) in enumerate(intervals)
+                  if low <= p <= high)
     assert covered >= 0.95
 
 
