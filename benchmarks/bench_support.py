@@ -55,7 +55,9 @@ def thread_costs(pid: int | str = 'self') -> dict[int, tuple[str, int, int]]:
     Each thread of a process: its name, CPU nanoseconds and voluntary context switches so far.
 
     ``schedstat`` counts the CPU in nanoseconds (``stat`` counts clock ticks, 10 ms here). A
-    thread that ends while it is read is left out; a process that is gone gives {}.
+    thread that ends while it is read is left out; a process that is gone gives {}. Read as
+    bytes, one ``os.read`` per file: ``step_timing.py`` reads its own process between two
+    steps, where text files cost 1.3 ms for an env's 20 threads, and this 0.5 ms.
     """
     try:
         tids = os.listdir(f'/proc/{pid}/task')
@@ -63,19 +65,29 @@ def thread_costs(pid: int | str = 'self') -> dict[int, tuple[str, int, int]]:
         return {}
     threads = {}
     for tid in tids:
-        base = f'/proc/{pid}/task/{tid}'
+        base = f'/proc/{pid}/task/{tid}/'
         try:
-            with open(f'{base}/schedstat') as stream:
-                cpu_ns = int(stream.read().split()[0])
-            with open(f'{base}/comm') as stream:
-                name = stream.read().strip()
-            with open(f'{base}/status') as stream:
-                switches = next(int(line.split()[1]) for line in stream
-                                if line.startswith('voluntary_ctxt_switches'))
-        except (OSError, ValueError, StopIteration):
+            cpu_ns = int(_read_proc(base + 'schedstat').split(None, 1)[0])
+            name = _read_proc(base + 'comm').strip().decode(errors='replace')
+            status = _read_proc(base + 'status')
+            start = status.index(_VOLUNTARY) + len(_VOLUNTARY)
+            switches = int(status[start:status.index(b'\n', start)])
+        except (OSError, ValueError, IndexError):
             continue
         threads[int(tid)] = (name, cpu_ns, switches)
     return threads
+
+
+_VOLUNTARY = b'\nvoluntary_ctxt_switches:'
+
+
+def _read_proc(path: str) -> bytes:
+    """Return a small /proc file's bytes (one read: the kernel writes them whole)."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(descriptor, 16384)
+    finally:
+        os.close(descriptor)
 
 
 def machine_busy() -> float | None:

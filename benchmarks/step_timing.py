@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """
-Step timing of rtgym_ros against rtgym 0.16, side by side, under three kinds of agent load.
+Step timing of rtgym_ros against rtgym 0.16, side by side, under the agent loads of timing_demo.
 
 Each (env, rate, load) cell runs in a fresh subprocess (``--cell``), because rtgym_ros changes
 ``sys.setswitchinterval`` process-wide while an env lives; the figure is the error of the
@@ -42,8 +42,10 @@ RTGYM_ENVS = ('rtgym', 'rtgym_node')
 """The envs that are rtgym's own env, with its config, interface and schedule."""
 ENV_IDS = {'rtgym': 'real-time-gym-ts-v1', 'rtgym_node': 'real-time-gym-ts-v1',
            'rtgym_ros': 'rtgym_ros/real-time-gym-v1'}
-LOADS = ('sleep', 'numpy', 'python')  # timing_demo's agent loads, less 'idle'
-WORK_UNITS = {'sleep': '', 'numpy': 'matmul', 'python': 'iter'}
+LOADS = ('sleep', 'numpy', 'python', 'idle')  # timing_demo's agent loads
+DEFAULT_LOADS = ('sleep', 'numpy', 'python')
+"""The issue's three agents; ``idle`` (step() called again at once) is asked for by name."""
+WORK_UNITS = {'sleep': '', 'numpy': 'matmul', 'python': 'iter', 'idle': ''}
 WARMUP_STEPS = 20
 QUICK_DIVISOR = 5
 TERMINATE_MARK = 'terminate called'
@@ -308,8 +310,9 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options:
                 agent_time = time_step / 2
                 if index == WARMUP_STEPS - 1:
                     # Read in the agent's time, so that the next step() is called when it would
-                    # be: beside DDS's threads the read takes 1.4-1.9 ms (/proc, per thread),
-                    # about all that a 1 kHz step leaves the agent before a time-out.
+                    # be: beside DDS's threads the read takes about 0.5 ms (/proc, per thread),
+                    # half a 1 kHz step. The idle agent has no time of its own: its next call
+                    # comes that much late, within the elasticity of a 1 kHz step.
                     caught_in_warmup = len(caught)
                     threads_before = _thread_costs()
                     usage_before = resource.getrusage(resource.RUSAGE_SELF)
@@ -345,7 +348,7 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options:
         **_delays(captures, sends, returns),
         'capture_late_us': _percentiles(np.asarray(lateness[WARMUP_STEPS:])),
         'late_starts': _late_starts(calls, captures, lateness, sends, time_step),
-        'work_per_step': float(np.mean(measured_work)) if load_name != 'sleep' else None,
+        'work_per_step': float(np.mean(measured_work)) if WORK_UNITS[load_name] else None,
         'work_unit': WORK_UNITS[load_name],
         'options': options if env_name == 'rtgym_ros' else {},
         **{key: getattr(ros_config, key, None) for key in OPTIONS},
@@ -399,7 +402,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help='default: rtgym rtgym_ros; rtgym_node: rtgym beside a ROS 2 node')
     parser.add_argument('--rates', nargs='+', type=_rate_arg, default=[100.0, 1000.0],
                         metavar='HZ', help='time-step rates in Hz (default: 100 1000)')
-    parser.add_argument('--loads', nargs='+', choices=LOADS, default=list(LOADS))
+    parser.add_argument('--loads', nargs='+', choices=LOADS, default=list(DEFAULT_LOADS),
+                        help='default: sleep numpy python; idle: step() called again at once')
     parser.add_argument('--steps', type=int, default=None,
                         help='steps per cell (default: 1000 at 100 Hz, 3000 at 1 kHz)')
     parser.add_argument('--quick', action='store_true',

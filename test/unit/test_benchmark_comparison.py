@@ -2,7 +2,7 @@
 How the benchmarks compare rtgym_ros with rtgym and with the host's floor.
 
 Paired runs and counted time-outs (``step_timing.py``, ``comparison.py``); stalls that recur
-at one period (``host_floor.py``).
+at one period (``host_floor.py``); the threads' CPU and wake-ups as /proc gives them.
 
 The benchmarks are scripts beside the package, not modules of it: loaded from their folder.
 """
@@ -22,12 +22,14 @@ def bench() -> SimpleNamespace:
     """Import the benchmark modules from their folder, as the scripts import each other."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
+        import bench_support
         import comparison
         import host_floor
         import step_timing
     finally:
         sys.path.remove(str(BENCHMARKS))
-    return SimpleNamespace(comparison=comparison, host_floor=host_floor, step_timing=step_timing)
+    return SimpleNamespace(comparison=comparison, host_floor=host_floor, step_timing=step_timing,
+                           support=bench_support)
 
 
 def _pmf(k: int, n: int, p: float) -> float:
@@ -150,3 +152,52 @@ def test_a_run_too_short_for_two_wake_ups_is_refused(bench, capsys):
     with pytest.raises(SystemExit):
         bench.host_floor.main(['--rates', '100', '--seconds', '0.01'])
     assert 'must give 2 wake-ups or more, got 0.01 s and [100.0] Hz' in capsys.readouterr().err
+
+
+def test_each_threads_cpu_and_wake_ups_are_read_as_proc_gives_them(bench):
+    """The bytes reader against /proc's text files, read the plain way; and counts that move."""
+    import threading
+    import time
+
+    ready, go = threading.Event(), threading.Event()
+
+    def named_and_waiting() -> None:  # the name the kernel gives is the one read back
+        with open(f'/proc/self/task/{threading.get_native_id()}/comm', 'w') as comm:
+            comm.write('bench-helper')
+        ready.set()
+        go.wait()
+
+    helper = threading.Thread(target=named_and_waiting)
+    helper.start()
+    ready.wait()
+    try:
+        before = bench.support.thread_costs()
+        deadline = time.thread_time() + 0.02
+        while time.thread_time() < deadline:
+            pass
+        for _ in range(3):
+            time.sleep(0.001)
+        after = bench.support.thread_costs()
+        text = {}
+        for tid in before:
+            base = f'/proc/self/task/{tid}/'
+            with open(base + 'comm') as comm, open(base + 'status') as status:
+                text[tid] = (comm.read().strip(), next(
+                    int(line.split()[1]) for line in status
+                    if line.startswith('voluntary_ctxt_switches')))
+    finally:
+        go.set()
+        helper.join()
+    main = threading.main_thread().native_id
+    assert before[helper.native_id][0] == 'bench-helper'
+    assert {tid: (name, switches) for tid, (name, _, switches) in after.items()
+            if tid in text} == {tid: text[tid] for tid in after if tid in text}
+    assert after[main][1] - before[main][1] >= 20e6  # ns: the 20 ms of CPU spent above
+    assert after[main][2] - before[main][2] >= 3  # the three sleeps
+    assert bench.support.thread_costs(pid=2**22 + 1) == {}  # no such process
+
+
+def test_the_idle_agent_is_asked_for_by_name(bench):
+    parse = bench.step_timing._parse_args
+    assert parse([]).loads == ['sleep', 'numpy', 'python']
+    assert parse(['--loads', 'idle']).loads == ['idle']
