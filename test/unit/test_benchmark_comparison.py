@@ -170,30 +170,31 @@ def test_each_threads_cpu_and_wake_ups_are_read_as_proc_gives_them(bench):
     helper = threading.Thread(target=named_and_waiting)
     helper.start()
     ready.wait()
+    this = threading.get_native_id()
     try:
         before = bench.support.thread_costs()
-        deadline = time.thread_time() + 0.02
-        while time.thread_time() < deadline:
+        spent = time.thread_time_ns()
+        while time.thread_time_ns() - spent < 60_000_000:
             pass
         for _ in range(3):
             time.sleep(0.001)
+        spent = time.thread_time_ns() - spent
         after = bench.support.thread_costs()
-        text = {}
-        for tid in before:
-            base = f'/proc/self/task/{tid}/'
-            with open(base + 'comm') as comm, open(base + 'status') as status:
-                text[tid] = (comm.read().strip(), next(
-                    int(line.split()[1]) for line in status
-                    if line.startswith('voluntary_ctxt_switches')))
+        # The helper is blocked: its counts hold still while read again (other threads of the
+        # test process may come, go or wake meanwhile).
+        base = f'/proc/self/task/{helper.native_id}/'
+        with open(base + 'comm') as comm, open(base + 'status') as status:
+            plain = (comm.read().strip(), next(int(line.split()[1]) for line in status
+                                               if line.startswith('voluntary_ctxt_switches')))
     finally:
         go.set()
         helper.join()
-    main = threading.main_thread().native_id
-    assert before[helper.native_id][0] == 'bench-helper'
-    assert {tid: (name, switches) for tid, (name, _, switches) in after.items()
-            if tid in text} == {tid: text[tid] for tid in after if tid in text}
-    assert after[main][1] - before[main][1] >= 20e6  # ns: the 20 ms of CPU spent above
-    assert after[main][2] - before[main][2] >= 3  # the three sleeps
+    name, _, switches = after[helper.native_id]
+    assert (name, switches) == plain and name == 'bench-helper'
+    # The CPU spent between the reads, as this thread's clock counts it; schedstat may lag a
+    # running thread by a scheduler tick at each read.
+    assert abs((after[this][1] - before[this][1]) - spent) < 25_000_000
+    assert after[this][2] - before[this][2] >= 3  # the three sleeps
     assert bench.support.thread_costs(pid=2**22 + 1) == {}  # no such process
 
 
