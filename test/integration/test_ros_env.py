@@ -734,9 +734,12 @@ def test_reward_and_termination_from_topics(spawn, make_env):
     env = make_env(robot, reward={'topic': 'reward'}, termination={'topic': 'terminated'})
     env.reset()
     for value in (0.5, -0.25):
-        for _ in range(6):
-            _, reward, terminated, truncated, _ = env.step(act(value))
-            assert terminated is False and truncated is False
+        # Within a few time-steps; on a loaded machine DDS may take longer to match the
+        # robot's reader to the env's new action writer, and what went before is lost.
+        _, reward, terminated, truncated, _ = step_until(
+            env, lambda result, value=value: result[1] == value or result[2] or result[3],
+            steps=50, what=f'the reward {value} from the topic', action=value)
+        assert terminated is False and truncated is False
         assert isinstance(reward, float) and reward == value
     _, reward, terminated, truncated, _ = step_until(
         env, lambda r: r[2], steps=10, what='termination', action=0.9)
@@ -752,13 +755,15 @@ def test_reset_service_reaches_the_robot(spawn, make_env, service_type):
     env = make_env(robot, reset={'service': 'reset', 'type': f'std_srvs/srv/{service_type}'})
     obs, _ = env.reset()
     assert obs['joints'].tolist() == [0.0, 0.0, 1.0]  # position, commands, resets
-    for _ in range(6):
+    for taken in range(1, 51):  # six steps, or more while a loaded machine holds the robot back
         obs, *_ = env.step(act(0.5))
+        if taken >= 6 and obs['joints'][0] == 0.5:
+            break
     assert obs['joints'][0] == 0.5 and obs['joints'][1] > 0
     obs, _ = env.reset()
     assert obs['joints'].tolist() == [0.0, 0.0, 2.0], 'reset() returned a stale observation'
     events = [e.get('reset', e.get('data', [None])[0]) for e in robot.entries()]
-    assert events[:9] == [1, DEFAULT] + [0.5] * 6 + [2], events
+    assert events[:taken + 3] == [1, DEFAULT] + [0.5] * taken + [2], events
 
 
 # -- spaces -----------------------------------------------------------------------------------
