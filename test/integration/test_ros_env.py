@@ -734,8 +734,7 @@ def test_reward_and_termination_from_topics(spawn, make_env):
     env = make_env(robot, reward={'topic': 'reward'}, termination={'topic': 'terminated'})
     env.reset()
     for value in (0.5, -0.25):
-        # Within a few time-steps; on a loaded machine DDS may take longer to match the
-        # robot's reader to the env's new action writer, and what went before is lost.
+        # Within a few time-steps; a loaded machine can hold the robot back for longer.
         _, reward, terminated, truncated, _ = step_until(
             env, lambda result, value=value: result[1] == value or result[2] or result[3],
             steps=50, what=f'the reward {value} from the topic', action=value)
