@@ -92,13 +92,20 @@ def _read_proc(path: str) -> bytes:
 
 def machine_busy() -> float | None:
     """Busy CPU seconds of the whole machine so far (all cores, /proc/stat)."""
+    times = machine_times()
+    return None if times is None else times[0]
+
+
+def machine_times() -> tuple[float, float] | None:
+    """Busy and stolen CPU seconds of the whole machine so far (all cores, /proc/stat)."""
     try:
         with open('/proc/stat') as stream:
             fields = [int(x) for x in stream.readline().split()[1:]]
     except (OSError, ValueError):
         return None
-    user, nice, system, _idle, _iowait, irq, softirq = (fields + [0] * 7)[:7]
-    return (user + nice + system + irq + softirq) / os.sysconf('SC_CLK_TCK')
+    tick = os.sysconf('SC_CLK_TCK')
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq) / tick, steal / tick
 
 
 def process_rss_mib(pid: int) -> float | None:

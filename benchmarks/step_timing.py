@@ -26,7 +26,7 @@ from typing import Callable
 import warnings
 
 import numpy as np
-from bench_support import rate_label, STALL, thread_costs  # noqa: I100
+from bench_support import machine_times, rate_label, STALL, thread_costs  # noqa: I100
 from comparison import count_ratio_interval, paired_ratios
 from rtgym_ros.core.timing import capture_spacing_errors
 from rtgym_ros.nodes.timing_demo import clock_reading_interface, make_load
@@ -440,18 +440,6 @@ def _cell_steps(args: argparse.Namespace, rate: float) -> int:
     return max(steps, WARMUP_STEPS + 2)
 
 
-def _cpu_times() -> tuple[float, float] | None:
-    """Busy and stolen CPU seconds of the whole machine so far (Linux ``/proc/stat``)."""
-    try:
-        with open('/proc/stat') as stream:
-            fields = [int(x) for x in stream.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    tick = os.sysconf('SC_CLK_TCK')
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
-    return (user + nice + system + irq + softirq) / tick, steal / tick
-
-
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -467,7 +455,7 @@ def _spawn_cell(args: argparse.Namespace, env_name: str, rate: float, load: str)
     child_env.setdefault('OPENBLAS_NUM_THREADS', '1')
     child_env.setdefault('OMP_NUM_THREADS', '1')
     timeout = 60.0 + 3.0 * steps / rate
-    cpu_before, own_before = _cpu_times(), _children_cpu()
+    cpu_before, own_before = machine_times(), _children_cpu()
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=child_env,
                               timeout=timeout)
@@ -480,7 +468,7 @@ def _spawn_cell(args: argparse.Namespace, env_name: str, rate: float, load: str)
         'env': env_name, 'rate_hz': rate, 'load': load, 'steps': steps,
         'error': f'no JSON line on stdout (exit status {done.returncode})'}
     result['returncode'] = done.returncode
-    cpu_after = _cpu_times()
+    cpu_after = machine_times()
     if cpu_before is not None and cpu_after is not None:
         # CPU the rest of the machine used meanwhile: the cell was not alone if this is large.
         own = _children_cpu() - own_before
