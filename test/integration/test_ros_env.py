@@ -889,13 +889,16 @@ def test_same_config_in_two_namespaces_does_not_cross_talk(spawn, make_env, tmp_
     values = (0.25, -0.5)
     for env in envs:
         env.reset()
-    for _ in range(10):
+    for taken in range(1, 51):  # ten steps, or more while a loaded machine holds a robot back
         observations = [env.step(act(v))[0] for env, v in zip(envs, values)]
-    for robot, obs, value in zip(robots, observations, values):
-        assert obs['joints'][0] == value
-        robot.wait_commands(11)
+        seen = [obs['joints'][0] for obs in observations]
+        if taken >= 10 and seen == list(values):
+            break
+    assert seen == list(values), f'each env sees its own robot: {values} expected, got {seen}'
+    for robot, value in zip(robots, values):
+        robot.wait_commands(taken + 1)
         assert set(robot.values()) == {DEFAULT, value}, robot.ns
-        assert robot.values().count(value) == 10
+        assert robot.values().count(value) == taken
 
 
 def test_use_sim_time_follows_the_clock_topic(spawn, make_env):
