@@ -122,13 +122,27 @@ def test_observation_shows_the_applied_action_with_the_buffer_delay(spawn, make_
 # -- staleness --------------------------------------------------------------------------------
 
 
+def repeat_until(step: Callable[[], Any], condition: Callable[[Any], bool], *, at_least: int = 1,
+                 at_most: int = 50) -> tuple[int, Any]:
+    """
+    Call ``step`` at least ``at_least`` times, then until ``condition`` holds for its result.
+
+    At most ``at_most`` times: a loaded machine can hold a robot back for several time-steps.
+    Return how many calls were made and the last result; the caller asserts on it.
+    """
+    for taken in range(1, at_most + 1):
+        result = step()
+        if taken >= at_least and condition(result):
+            break
+    return taken, result
+
+
 def step_until(env: gym.Env, condition: Callable[[tuple], bool], *, steps: int, what: str,
                action: float = 0.5) -> tuple:
-    for _ in range(steps):
-        result = env.step(act(action))
-        if condition(result):
-            return result
-    raise AssertionError(f'{what} did not happen within {steps} steps')
+    _, result = repeat_until(lambda: env.step(act(action)), condition, at_most=steps)
+    if not condition(result):
+        raise AssertionError(f'{what} did not happen within {steps} steps')
+    return result
 
 
 def is_stale(result: tuple) -> bool:
@@ -754,10 +768,8 @@ def test_reset_service_reaches_the_robot(spawn, make_env, service_type):
     env = make_env(robot, reset={'service': 'reset', 'type': f'std_srvs/srv/{service_type}'})
     obs, _ = env.reset()
     assert obs['joints'].tolist() == [0.0, 0.0, 1.0]  # position, commands, resets
-    for taken in range(1, 51):  # six steps, or more while a loaded machine holds the robot back
-        obs, *_ = env.step(act(0.5))
-        if taken >= 6 and obs['joints'][0] == 0.5:
-            break
+    taken, obs = repeat_until(lambda: env.step(act(0.5))[0],
+                              lambda obs: obs['joints'][0] == 0.5, at_least=6)
     assert obs['joints'][0] == 0.5 and obs['joints'][1] > 0
     obs, _ = env.reset()
     assert obs['joints'].tolist() == [0.0, 0.0, 2.0], 'reset() returned a stale observation'
@@ -889,11 +901,9 @@ def test_same_config_in_two_namespaces_does_not_cross_talk(spawn, make_env, tmp_
     values = (0.25, -0.5)
     for env in envs:
         env.reset()
-    for taken in range(1, 51):  # ten steps, or more while a loaded machine holds a robot back
-        observations = [env.step(act(v))[0] for env, v in zip(envs, values)]
-        seen = [obs['joints'][0] for obs in observations]
-        if taken >= 10 and seen == list(values):
-            break
+    taken, seen = repeat_until(
+        lambda: [env.step(act(v))[0]['joints'][0] for env, v in zip(envs, values)],
+        lambda seen: seen == list(values), at_least=10)
     assert seen == list(values), f'each env sees its own robot: {values} expected, got {seen}'
     for robot, value in zip(robots, values):
         robot.wait_commands(taken + 1)
