@@ -4,7 +4,8 @@ Two envs compared run by run: ratios of paired runs, and whether two counts diff
 Timings on a shared VM drift within minutes, so a benchmark alternates the envs and pairs each
 run with the other env's run beside it. Time-outs are rare events (a host stall of a few ms
 makes one, whichever env runs): two counts of five differ by two or three from run to run, so
-a count is compared with its interval, not with the other count alone.
+a count is compared with its interval, not with the other count alone. Likewise a median of
+paired ratios is given with its interval: three pairs cannot tell a 10 % difference from noise.
 """
 
 import math
@@ -80,3 +81,24 @@ def count_ratio_interval(ours: int, theirs: int, confidence: float = 0.95
         return None
     low, high = binomial_interval(ours, ours + theirs, confidence)
     return low / (1.0 - low), (math.inf if high >= 1.0 else high / (1.0 - high))
+
+
+def median_interval(values: list[float], confidence: float = 0.95
+                    ) -> tuple[float, float] | None:
+    """
+    Distribution-free interval of a median: two order statistics, as the sign test gives them.
+
+    Each value falls below the median with probability 1/2, so ``[x_(k), x_(n+1-k)]`` of the
+    n sorted values misses it with probability ``2 P(X <= k - 1)``, X ~ Binomial(n, 1/2); k is
+    the largest that keeps this within ``1 - confidence``. NaN values are left out.
+
+    :returns: (low, high); None when too few values give that confidence (fewer than 6 at 95 %).
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f'confidence must be in (0, 1), got {confidence}')
+    ordered = sorted(v for v in values if not math.isnan(v))
+    n = len(ordered)
+    k = 0
+    while k + 1 <= (n + 1) // 2 and 2.0 * binomial_cdf(k, n, 0.5) <= 1.0 - confidence:
+        k += 1
+    return None if k == 0 else (ordered[k - 1], ordered[n - k])

@@ -27,7 +27,7 @@ import warnings
 
 import numpy as np
 from bench_support import machine_times, rate_label, STALL, thread_costs  # noqa: I100
-from comparison import count_ratio_interval, paired_ratios
+from comparison import count_ratio_interval, median_interval, paired_ratios
 from rtgym_ros.core.timing import capture_spacing_errors
 from rtgym_ros.nodes.timing_demo import clock_reading_interface, make_load
 
@@ -603,7 +603,7 @@ def format_late_markdown(results: list[dict]) -> str:
 
 
 PAIRED_HEADER = ['rate', 'agent', 'against', 'CPU/step, rtgym_ros / it: median (each pair)',
-                 'p99, rtgym_ros / it: median (each pair)',
+                 'that median: 95 % interval', 'p99, rtgym_ros / it: median (each pair)',
                  'time-outs, all runs: rtgym_ros / it', 'their ratio: 95 % interval']
 """rtgym_ros against each of rtgym's envs, the k-th run of one with the k-th of the other."""
 
@@ -613,14 +613,28 @@ def _ratio_text(ratios: list[float]) -> str:
     return f'{np.nanmedian(ratios):.2f} ({each})' if len(ratios) > 1 else each
 
 
+def _verdict(low: float, high: float, below: str) -> str:
+    """Say whether an interval of a ratio holds 1 (chance), or lies below or above it."""
+    return 'chance' if low <= 1.0 <= high else (below if high < 1.0 else 'more')
+
+
 def _interval_text(ours: int, theirs: int) -> str:
     """Format the rate ratio's interval, and whether it holds 1 (the counts differ by chance)."""
     interval = count_ratio_interval(ours, theirs)
     if interval is None:
         return '–'
     low, high = interval
-    verdict = 'chance' if low <= 1.0 <= high else ('fewer' if high < 1.0 else 'more')
-    return f"{low:.2f}–{'∞' if math.isinf(high) else f'{high:.2f}'} ({verdict})"
+    high_text = '∞' if math.isinf(high) else f'{high:.2f}'
+    return f"{low:.2f}–{high_text} ({_verdict(low, high, 'fewer')})"
+
+
+def _median_interval_text(ratios: list[float]) -> str:
+    """Format the interval of the median ratio, or say how many pairs one needs."""
+    interval = median_interval(ratios)
+    if interval is None:
+        return '– (6 pairs or more)'
+    low, high = interval
+    return f"{low:.2f}–{high:.2f} ({_verdict(low, high, 'less')})"
 
 
 def paired_rows(results: list[dict]) -> list[list[str]]:
@@ -629,8 +643,9 @@ def paired_rows(results: list[dict]) -> list[list[str]]:
 
     ``results`` in run order: the k-th run of a cell is paired with the k-th of the other
     env's, its neighbour in time (:func:`_cells` alternates them); a pair with a failed run is
-    left out. Time-outs are summed over the pairs (each run has the same steps) and their
-    ratio given with its exact interval.
+    left out. The median CPU ratio is given with its distribution-free interval; time-outs
+    are summed over the pairs (each run has the same steps) and their ratio given with its
+    exact interval.
     """
     runs: dict[tuple, list[dict]] = {}
     for result in results:
@@ -650,7 +665,8 @@ def paired_rows(results: list[dict]) -> list[list[str]]:
                                 [r['cpu_per_step_us'] for r in theirs])
             p99 = paired_ratios([r['p99_us'] for r in ours], [r['p99_us'] for r in theirs])
             timeouts = [sum(r['timeouts'] for r in side) for side in (ours, theirs)]
-            rows.append([rate_label(rate), load, baseline, _ratio_text(cpu), _ratio_text(p99),
+            rows.append([rate_label(rate), load, baseline, _ratio_text(cpu),
+                         _median_interval_text(cpu), _ratio_text(p99),
                          f'{timeouts[0]} / {timeouts[1]}', _interval_text(*timeouts)])
     return rows
 
@@ -724,9 +740,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f'\nLate starts (more than T after the previous end), by cause:\n\n{late}')
     paired = format_paired_markdown(results)
     if paired:
-        print('\nrtgym_ros against rtgym, run by run (ratios of each pair of neighbouring runs; '
-              'time-outs summed, their rate ratio with its exact interval: "chance" where it '
-              f'holds 1):\n\n{paired}')
+        print('\nrtgym_ros against rtgym, run by run (ratios of each pair of neighbouring runs, '
+              'the median CPU ratio with its sign-test interval; time-outs summed, their rate '
+              f'ratio with its exact interval: "chance" where an interval holds 1):\n\n{paired}')
     failed = [r for r in results
               if 'error' in r or r.get('returncode') or r.get('terminate_called')]
     return 1 if failed else 0

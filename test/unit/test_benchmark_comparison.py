@@ -76,6 +76,43 @@ def test_bad_counts_are_refused(bench):
         bench.comparison.paired_ratios([1.0, 2.0], [1.0])
 
 
+@pytest.mark.parametrize('n, ranks', [(6, (1, 6)), (10, (2, 9)), (20, (6, 15)), (50, (18, 33))])
+def test_the_median_interval_takes_the_sign_tests_order_statistics(bench, n, ranks):
+    values = [float(v) for v in range(n, 0, -1)]  # the n-th smallest is n: ranks read as values
+    assert bench.comparison.median_interval(values) == ranks
+
+
+@pytest.mark.parametrize('n', range(6, 41))
+def test_the_median_interval_covers_as_often_as_it_says_and_no_wider(bench, n):
+    low, _ = bench.comparison.median_interval([float(v) for v in range(1, n + 1)])
+    k = int(low)
+    miss = 2 * sum(math.comb(n, j) for j in range(k)) / 2**n
+    assert miss <= 0.05  # [x_(k), x_(n+1-k)] misses the median this often
+    assert 2 * sum(math.comb(n, j) for j in range(k + 1)) / 2**n > 0.05  # k + 1 would not do
+
+
+def test_five_values_or_nan_ones_give_no_median_interval(bench):
+    interval = bench.comparison.median_interval
+    assert interval([1.0, 2.0, 3.0, 4.0, 5.0]) is None
+    assert interval([1.0, 2.0, 3.0, 4.0, 5.0, math.nan]) is None
+    assert interval([0.9, 1.1, 1.2, 1.3, 1.4, 1.5, math.nan]) == (0.9, 1.5)
+    with pytest.raises(ValueError, match=r'confidence must be in \(0, 1\), got 1.0'):
+        interval([1.0] * 6, confidence=1.0)
+
+
+def test_six_pairs_all_above_1_say_more_and_one_below_says_chance(bench):
+    step_timing = bench.step_timing
+    results = []
+    for ours in (1.1, 1.2, 1.3, 1.4, 1.5, 1.6):
+        results += [_run('rtgym_ros', 100.0 * ours, 50.0, 0), _run('rtgym', 100.0, 50.0, 0)]
+    assert step_timing.paired_rows(results)[0][4] == '1.10–1.60 (more)'
+    results[0] = _run('rtgym_ros', 90.0, 50.0, 0)
+    assert step_timing.paired_rows(results)[0][4] == '0.90–1.60 (chance)'
+    for index in range(0, 12, 2):
+        results[index] = _run('rtgym_ros', 80.0, 50.0, 0)
+    assert step_timing.paired_rows(results)[0][4] == '0.80–0.80 (less)'
+
+
 def _run(env: str, cpu: float, p99: float, timeouts: int, rate: float = 1000.0) -> dict:
     return {'env': env, 'rate_hz': rate, 'load': 'sleep', 'cpu_per_step_us': cpu,
             'p99_us': p99, 'timeouts': timeouts}
@@ -88,9 +125,10 @@ def test_each_run_is_paired_with_the_other_envs_run_of_the_same_round(bench):
                _run('rtgym', 50.0, 10.0, 5, rate=100.0)]  # no rtgym_ros beside it: no row
     rows = step_timing.paired_rows(results)
     assert len(rows) == 1
-    rate, load, against, cpu, p99, timeouts, interval = rows[0]
+    rate, load, against, cpu, cpu_interval, p99, timeouts, interval = rows[0]
     assert (rate, load, against) == ('1 kHz', 'sleep', 'rtgym')
     assert cpu == '1.05 (1.20, 0.90)'
+    assert cpu_interval == '– (6 pairs or more)'
     assert p99 == '1.40 (0.80, 2.00)'
     assert timeouts == '4 / 2'
     assert interval.endswith('(chance)')
@@ -103,7 +141,8 @@ def test_a_failed_run_leaves_out_its_pair_only(bench):
                _run('rtgym_ros', 90.0, 60.0, 1), failed,
                _run('rtgym', 50.0, 10.0, 0), _run('rtgym_ros', 60.0, 30.0, 4)]
     rows = step_timing.paired_rows(results)
-    assert [row[3:6] for row in rows] == [['1.20 (1.20, 1.20)', '1.90 (0.80, 3.00)', '7 / 2']]
+    assert [row[3:7] for row in rows] == [
+        ['1.20 (1.20, 1.20)', '– (6 pairs or more)', '1.90 (0.80, 3.00)', '7 / 2']]
     assert step_timing.paired_rows(results[1:4]) == []
 
 
