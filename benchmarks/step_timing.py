@@ -613,6 +613,12 @@ def _ratio_text(ratios: list[float]) -> str:
     return f'{np.nanmedian(ratios):.2f} ({each})' if len(ratios) > 1 else each
 
 
+def _bound_text(bound: float) -> str:
+    """Two decimals; three where two would print a bound other than 1 as 1.00."""
+    text = f'{bound:.2f}'
+    return f'{bound:.3f}' if text == '1.00' and bound != 1.0 else text
+
+
 def _verdict(low: float, high: float, below: str) -> str:
     """Say whether an interval of a ratio holds 1 (chance), or lies below or above it."""
     return 'chance' if low <= 1.0 <= high else (below if high < 1.0 else 'more')
@@ -624,8 +630,8 @@ def _interval_text(ours: int, theirs: int) -> str:
     if interval is None:
         return '–'
     low, high = interval
-    high_text = '∞' if math.isinf(high) else f'{high:.2f}'
-    return f"{low:.2f}–{high_text} ({_verdict(low, high, 'fewer')})"
+    high_text = '∞' if math.isinf(high) else _bound_text(high)
+    return f"{_bound_text(low)}–{high_text} ({_verdict(low, high, 'fewer')})"
 
 
 def _median_interval_text(ratios: list[float]) -> str:
@@ -634,7 +640,7 @@ def _median_interval_text(ratios: list[float]) -> str:
     if interval is None:
         return '– (6 pairs or more)'
     low, high = interval
-    return f"{low:.2f}–{high:.2f} ({_verdict(low, high, 'less')})"
+    return f"{_bound_text(low)}–{_bound_text(high)} ({_verdict(low, high, 'less')})"
 
 
 def paired_rows(results: list[dict]) -> list[list[str]]:

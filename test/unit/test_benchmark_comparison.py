@@ -113,6 +113,16 @@ def test_six_pairs_all_above_1_say_more_and_one_below_says_chance(bench):
     assert step_timing.paired_rows(results)[0][4] == '0.80–0.80 (less)'
 
 
+def test_a_bound_just_above_1_is_not_printed_as_1(bench):
+    step_timing = bench.step_timing
+    results = []
+    for ours in (100.4, 101.0, 101.2, 101.2, 101.2, 101.8):
+        results += [_run('rtgym_ros', ours, 50.0, 0), _run('rtgym', 100.0, 50.0, 0)]
+    assert step_timing.paired_rows(results)[0][4] == '1.004–1.02 (more)'
+    results[0] = _run('rtgym_ros', 100.0, 50.0, 0)
+    assert step_timing.paired_rows(results)[0][4] == '1.00–1.02 (chance)'
+
+
 def _run(env: str, cpu: float, p99: float, timeouts: int, rate: float = 1000.0) -> dict:
     return {'env': env, 'rate_hz': rate, 'load': 'sleep', 'cpu_per_step_us': cpu,
             'p99_us': p99, 'timeouts': timeouts}
