@@ -604,7 +604,8 @@ def format_late_markdown(results: list[dict]) -> str:
 
 PAIRED_HEADER = ['rate', 'agent', 'against', 'CPU/step, rtgym_ros / it: median (each pair)',
                  'that median: 95 % interval', 'p99, rtgym_ros / it: median (each pair)',
-                 'time-outs, all runs: rtgym_ros / it', 'their ratio: 95 % interval']
+                 'that median: 95 % interval', 'time-outs, all runs: rtgym_ros / it',
+                 'their ratio: 95 % interval']
 """rtgym_ros against each of rtgym's envs, the k-th run of one with the k-th of the other."""
 
 
@@ -649,9 +650,9 @@ def paired_rows(results: list[dict]) -> list[list[str]]:
 
     ``results`` in run order: the k-th run of a cell is paired with the k-th of the other
     env's, its neighbour in time (:func:`_cells` alternates them); a pair with a failed run is
-    left out. The median CPU ratio is given with its distribution-free interval; time-outs
-    are summed over the pairs (each run has the same steps) and their ratio given with its
-    exact interval.
+    left out. The median CPU and p99 ratios are given with their distribution-free
+    intervals; time-outs are summed over the pairs (each run has the same steps) and their
+    ratio given with its exact interval.
     """
     runs: dict[tuple, list[dict]] = {}
     for result in results:
@@ -673,7 +674,8 @@ def paired_rows(results: list[dict]) -> list[list[str]]:
             timeouts = [sum(r['timeouts'] for r in side) for side in (ours, theirs)]
             rows.append([rate_label(rate), load, baseline, _ratio_text(cpu),
                          _median_interval_text(cpu), _ratio_text(p99),
-                         f'{timeouts[0]} / {timeouts[1]}', _interval_text(*timeouts)])
+                         _median_interval_text(p99), f'{timeouts[0]} / {timeouts[1]}',
+                         _interval_text(*timeouts)])
     return rows
 
 
@@ -747,8 +749,8 @@ def main(argv: list[str] | None = None) -> int:
     paired = format_paired_markdown(results)
     if paired:
         print('\nrtgym_ros against rtgym, run by run (ratios of each pair of neighbouring runs, '
-              'the median CPU ratio with its sign-test interval; time-outs summed, their rate '
-              f'ratio with its exact interval: "chance" where an interval holds 1):\n\n{paired}')
+              'each median with its sign-test interval; time-outs summed, their rate ratio '
+              f'with its exact interval: "chance" where an interval holds 1):\n\n{paired}')
     failed = [r for r in results
               if 'error' in r or r.get('returncode') or r.get('terminate_called')]
     return 1 if failed else 0

@@ -113,6 +113,19 @@ def test_six_pairs_all_above_1_say_more_and_one_below_says_chance(bench):
     assert step_timing.paired_rows(results)[0][4] == '0.80–0.80 (less)'
 
 
+def test_the_p99_ratio_has_its_own_interval(bench):
+    step_timing = bench.step_timing
+    results = []
+    for p99 in (40.0, 45.0, 48.0, 52.0, 55.0, 60.0):  # against 50 µs: below and above 1
+        results += [_run('rtgym_ros', 120.0, p99, 0), _run('rtgym', 100.0, 50.0, 0)]
+    row = step_timing.paired_rows(results)[0]
+    assert row[4] == '1.20–1.20 (more)'
+    assert row[6] == '0.80–1.20 (chance)'
+    for index in range(0, 12, 2):
+        results[index] = _run('rtgym_ros', 120.0, 30.0, 0)
+    assert step_timing.paired_rows(results)[0][6] == '0.60–0.60 (less)'
+
+
 def test_a_bound_just_above_1_is_not_printed_as_1(bench):
     step_timing = bench.step_timing
     results = []
@@ -135,11 +148,12 @@ def test_each_run_is_paired_with_the_other_envs_run_of_the_same_round(bench):
                _run('rtgym', 50.0, 10.0, 5, rate=100.0)]  # no rtgym_ros beside it: no row
     rows = step_timing.paired_rows(results)
     assert len(rows) == 1
-    rate, load, against, cpu, cpu_interval, p99, timeouts, interval = rows[0]
+    rate, load, against, cpu, cpu_interval, p99, p99_interval, timeouts, interval = rows[0]
     assert (rate, load, against) == ('1 kHz', 'sleep', 'rtgym')
     assert cpu == '1.05 (1.20, 0.90)'
     assert cpu_interval == '– (6 pairs or more)'
     assert p99 == '1.40 (0.80, 2.00)'
+    assert p99_interval == '– (6 pairs or more)'
     assert timeouts == '4 / 2'
     assert interval.endswith('(chance)')
 
@@ -151,8 +165,8 @@ def test_a_failed_run_leaves_out_its_pair_only(bench):
                _run('rtgym_ros', 90.0, 60.0, 1), failed,
                _run('rtgym', 50.0, 10.0, 0), _run('rtgym_ros', 60.0, 30.0, 4)]
     rows = step_timing.paired_rows(results)
-    assert [row[3:7] for row in rows] == [
-        ['1.20 (1.20, 1.20)', '– (6 pairs or more)', '1.90 (0.80, 3.00)', '7 / 2']]
+    assert [row[3:8] for row in rows] == [['1.20 (1.20, 1.20)', '– (6 pairs or more)',
+                                           '1.90 (0.80, 3.00)', '– (6 pairs or more)', '7 / 2']]
     assert step_timing.paired_rows(results[1:4]) == []
 
 
