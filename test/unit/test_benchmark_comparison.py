@@ -101,39 +101,32 @@ def test_five_values_or_nan_ones_give_no_median_interval(bench):
 
 
 def test_six_pairs_all_above_1_say_more_and_one_below_says_chance(bench):
-    step_timing = bench.step_timing
-    results = []
-    for ours in (1.1, 1.2, 1.3, 1.4, 1.5, 1.6):
-        results += [_run('rtgym_ros', 100.0 * ours, 50.0, 0), _run('rtgym', 100.0, 50.0, 0)]
-    assert step_timing.paired_rows(results)[0][4] == '1.10–1.60 (more)'
-    results[0] = _run('rtgym_ros', 90.0, 50.0, 0)
-    assert step_timing.paired_rows(results)[0][4] == '0.90–1.60 (chance)'
-    for index in range(0, 12, 2):
-        results[index] = _run('rtgym_ros', 80.0, 50.0, 0)
-    assert step_timing.paired_rows(results)[0][4] == '0.80–0.80 (less)'
+    rows = bench.step_timing.paired_rows
+    assert rows(_pairs([110.0, 120.0, 130.0, 140.0, 150.0, 160.0]))[0][4] == '1.10–1.60 (more)'
+    assert rows(_pairs([90.0, 120.0, 130.0, 140.0, 150.0, 160.0]))[0][4] == '0.90–1.60 (chance)'
+    assert rows(_pairs([80.0] * 6))[0][4] == '0.80–0.80 (less)'
 
 
 def test_the_p99_ratio_has_its_own_interval(bench):
-    step_timing = bench.step_timing
-    results = []
-    for p99 in (40.0, 45.0, 48.0, 52.0, 55.0, 60.0):  # against 50 µs: below and above 1
-        results += [_run('rtgym_ros', 120.0, p99, 0), _run('rtgym', 100.0, 50.0, 0)]
-    row = step_timing.paired_rows(results)[0]
+    rows = bench.step_timing.paired_rows
+    row = rows(_pairs([120.0] * 6, [40.0, 45.0, 48.0, 52.0, 55.0, 60.0]))[0]
     assert row[4] == '1.20–1.20 (more)'
     assert row[6] == '0.80–1.20 (chance)'
-    for index in range(0, 12, 2):
-        results[index] = _run('rtgym_ros', 120.0, 30.0, 0)
-    assert step_timing.paired_rows(results)[0][6] == '0.60–0.60 (less)'
+    assert rows(_pairs([120.0] * 6, [30.0] * 6))[0][6] == '0.60–0.60 (less)'
 
 
 def test_a_bound_just_above_1_is_not_printed_as_1(bench):
-    step_timing = bench.step_timing
+    rows = bench.step_timing.paired_rows
+    assert rows(_pairs([100.4, 101.0, 101.2, 101.2, 101.2, 101.8]))[0][4] == '1.004–1.02 (more)'
+    assert rows(_pairs([100.0, 101.0, 101.2, 101.2, 101.2, 101.8]))[0][4] == '1.00–1.02 (chance)'
+
+
+def _pairs(ours_cpu: list[float], ours_p99: list[float] | None = None) -> list[dict]:
+    """Our runs, each beside an rtgym run of 100 µs of CPU per step and a p99 of 50 µs."""
     results = []
-    for ours in (100.4, 101.0, 101.2, 101.2, 101.2, 101.8):
-        results += [_run('rtgym_ros', ours, 50.0, 0), _run('rtgym', 100.0, 50.0, 0)]
-    assert step_timing.paired_rows(results)[0][4] == '1.004–1.02 (more)'
-    results[0] = _run('rtgym_ros', 100.0, 50.0, 0)
-    assert step_timing.paired_rows(results)[0][4] == '1.00–1.02 (chance)'
+    for cpu, p99 in zip(ours_cpu, ours_p99 or [50.0] * len(ours_cpu)):
+        results += [_run('rtgym_ros', cpu, p99, 0), _run('rtgym', 100.0, 50.0, 0)]
+    return results
 
 
 def _run(env: str, cpu: float, p99: float, timeouts: int, rate: float = 1000.0) -> dict:
