@@ -40,6 +40,20 @@ def blocked_reward():
     blocking_tasks.BLOCK.clear()
 
 
+@pytest.fixture
+def ctrl_c():
+    """
+    Give the test ``interrupt_main`` with Python's Ctrl-C handler installed for its duration.
+
+    A run started in the background by a non-interactive shell (``tools/test &`` in a script)
+    inherits SIGINT ignored; Python then keeps it ignored, and ``interrupt_main()`` raises
+    nothing: the Ctrl-C these tests make would never come.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield _thread.interrupt_main
+    signal.signal(signal.SIGINT, previous)
+
+
 def _step_in_thread(env, action) -> threading.Thread:
     def run() -> None:
         try:
@@ -126,7 +140,7 @@ def test_ctrl_c_during_a_blocked_capture_stops_the_robot(spawn, tmp_path):
 
 @pytest.mark.parametrize('after', [0.1, 0.6])
 def test_ctrl_c_while_envs_close_at_exit_stops_every_robot(spawn, make_env, blocked_reward,
-                                                           after):
+                                                           ctrl_c, after):
     # Two envs left open at exit; the first one closed has its executor thread held by a
     # reward function, so its close() waits for it 0.25 s, then tears down for about 1 s. A
     # second Ctrl-C lands in that wait (0.1 s) or in the teardown (0.6 s).
@@ -142,7 +156,7 @@ def test_ctrl_c_while_envs_close_at_exit_stops_every_robot(spawn, make_env, bloc
     blocked_reward.BLOCK.set()
     _step_in_thread(envs[first], act(0.5))
     assert blocked_reward.BLOCKING.wait(5.0), 'the reward function never blocked'
-    threading.Timer(after, _thread.interrupt_main).start()
+    threading.Timer(after, ctrl_c).start()
     with pytest.raises(KeyboardInterrupt):
         env_module.close_all()  # what rtgym_ros runs at exit
     for robot in robots:
@@ -209,7 +223,7 @@ def slow_prepro():
 
 @pytest.mark.parametrize('stop', ['close', 'ctrl_c'])
 def test_no_action_held_by_the_executor_thread_follows_the_safe_one(spawn, make_env,
-                                                                    slow_prepro, stop):
+                                                                    slow_prepro, ctrl_c, stop):
     # act_prepro_func takes 0.6 s for the action 0.75, on the executor thread: close() (from
     # another thread) or a Ctrl-C sends the safe action while the executor thread holds 0.75.
     # The step() waiting then is step(0.75) itself: it returns once its action went out.
@@ -222,7 +236,7 @@ def test_no_action_held_by_the_executor_thread_follows_the_safe_one(spawn, make_
         assert slow_prepro.SLOWING.wait(5.0), 'act_prepro_func never slowed down'
         time.sleep(0.1)
         stopping.append(time.time())
-        env.close() if stop == 'close' else _thread.interrupt_main()
+        env.close() if stop == 'close' else ctrl_c()
 
     stopper = threading.Thread(target=stop_while_held)
     stopper.start()
