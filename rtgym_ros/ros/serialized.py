@@ -17,6 +17,7 @@ Only the rcl C API is called, with the addresses rclpy's handles give: ``rcl`` a
 are found among the libraries rclpy already loaded, and never loaded a second time.
 """
 
+import contextlib
 import ctypes
 import os
 import sys
@@ -257,21 +258,38 @@ class SerializedReceiver:
     def _run(self) -> None:
         try:
             while not self._stop.is_set() and self._context.ok():
-                with self._lock:
-                    entries = list(self._entries)
-                wait_set = _rclpy.WaitSet(len(entries), 1, 0, 0, 0, 0, self._context.handle)
-                for entry in entries:
-                    wait_set.add_subscription(entry.subscription.handle)
-                wait_set.add_guard_condition(self._wake.handle)
-                wait_set.wait(_WAIT_NS)  # without the GIL
-                ready = set(wait_set.get_ready_entities('subscription'))
-                for entry in entries:
-                    if not self._stop.is_set() and entry.subscription.handle.pointer in ready:
+                for entry in self._wait():
+                    if not self._stop.is_set():
                         self._drain(entry)
         except BaseException as error:  # recorded, reported; waiting callers re-raise it
+            if self._stop.is_set():  # a close that did not wait destroyed the handles: no failure
+                return
             self.failure = error
-            if self._on_failure is not None and not self._stop.is_set():
+            if self._on_failure is not None:
                 self._on_failure(error)
+
+    def _wait(self) -> list[_Entry]:
+        """
+        Wait for messages (without the GIL); return the entries that have some.
+
+        Every handle waited on is held for the wait: rclpy then defers a destroy (a close whose
+        join timed out, a context destroyed) until the wait returns, instead of freeing what
+        ``rcl_wait`` is using.
+        """
+        with self._lock:
+            entries = list(self._entries)
+        with contextlib.ExitStack() as held:
+            held.enter_context(self._context.handle)
+            held.enter_context(self._wake.handle)
+            for entry in entries:
+                held.enter_context(entry.subscription.handle)
+            wait_set = _rclpy.WaitSet(len(entries), 1, 0, 0, 0, 0, self._context.handle)
+            for entry in entries:
+                wait_set.add_subscription(entry.subscription.handle)
+            wait_set.add_guard_condition(self._wake.handle)
+            wait_set.wait(_WAIT_NS)
+            ready = set(wait_set.get_ready_entities('subscription'))
+            return [entry for entry in entries if entry.subscription.handle.pointer in ready]
 
     def _drain(self, entry: _Entry) -> None:
         """Take every message waiting (each copy without the GIL), newest last."""
