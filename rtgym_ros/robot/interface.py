@@ -48,6 +48,7 @@ from rtgym_ros.ros.deadline import SIM_TIME_SLACK
 from rtgym_ros.ros.deferred_log import DeferredLog
 from rtgym_ros.ros.graph import (describe_publishers, describe_service, GraphWatch,
                                  matchable_subscribers)
+from rtgym_ros.ros.publisher_events import without_default_handlers
 
 IMAGE_TAKE_VARIABLE = 'RTGYM_ROS_IMAGE_TAKE'
 JOINT_STATE_TAKE_VARIABLE = 'RTGYM_ROS_JOINT_STATE_TAKE'
@@ -168,7 +169,9 @@ class RosInterface(RealTimeGymInterface):
         self._io_node = io_node or node
         self._clock = node.get_clock()
         self._clock_reader = ClockReader(self._clock)
-        self._publishers = [node.create_publisher(group.writer.msg_type, group.topic, group.qos)
+        # Their subscribers of another type or QoS are reported by the graph watch (below).
+        self._publishers = [node.create_publisher(group.writer.msg_type, group.topic, group.qos,
+                                                  event_callbacks=without_default_handlers())
                             for group in self.spec.actions]
         self._check_one_group_per_topic()
         # A recording keeps the messages sent: they are then built as rclpy messages.
@@ -217,7 +220,8 @@ class RosInterface(RealTimeGymInterface):
                 self._signals[name] = value
         step = self.spec.step
         if step is not None and step.topic is not None:
-            self._step_publisher = node.create_publisher(Clock, step.topic, 10)
+            self._step_publisher = node.create_publisher(
+                Clock, step.topic, 10, event_callbacks=without_default_handlers())
         for service in (self.spec.reset, self.spec.pause, self.spec.unpause,
                         None if step is None else step.service):
             if service is not None and service.service is not None \

@@ -5,6 +5,7 @@ from typing import Callable
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
+from rtgym_ros.ros.publisher_events import without_default_handlers
 
 OK = DiagnosticStatus.OK
 WARN = DiagnosticStatus.WARN
@@ -23,7 +24,8 @@ class DiagnosticsPublisher:
         self._node = node
         self._name = name
         self._collect = collect
-        self._publisher = node.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self._publisher = node.create_publisher(DiagnosticArray, '/diagnostics', 10,
+                                                event_callbacks=without_default_handlers())
         self._timer = node.create_timer(period, self._publish,
                                         clock=Clock(clock_type=ClockType.STEADY_TIME))
 

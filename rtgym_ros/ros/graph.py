@@ -16,6 +16,7 @@ from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import (DurabilityPolicy, qos_check_compatible, QoSCompatibility, QoSProfile,
                        ReliabilityPolicy)
+from rtgym_ros.msgconv.type_names import interface_name
 
 _SHOWN = 6  # publishers or services listed at most
 
@@ -172,10 +173,11 @@ class GraphWatch:
     Once a second (steady time), warn about a graph that cannot work.
 
     An action topic that has had no matched subscriber for ``grace`` seconds (the robot's
-    driver is not there, listens elsewhere, or with QoS this publisher cannot match), and
-    publishers of another type, or of QoS the subscription cannot match, on an observation
-    topic (``observed``: topic, its type and QoS). Each problem is logged once, until it goes
-    away.
+    driver is not there, listens elsewhere, or with QoS this publisher cannot match), each
+    subscriber of an action topic of another type or of QoS it cannot match (rclpy's default
+    event handlers would log those: the env's publishers have none), and publishers of another
+    type, or of QoS the subscription cannot match, on an observation topic (``observed``:
+    topic, its type and QoS). Each problem is logged once, until it goes away.
     """
 
     def __init__(self, node: Node, publishers: list, observed: dict[str, tuple[str, QoSProfile]],
@@ -193,6 +195,7 @@ class GraphWatch:
         now = time.monotonic()
         for publisher in self._publishers:
             topic = publisher.topic_name
+            self._check_subscribers(publisher, topic)
             if publisher.get_subscription_count():
                 self._lonely_since.pop(topic, None)
                 self._reported.discard(('lonely', topic))
@@ -212,6 +215,29 @@ class GraphWatch:
             for problem in subscription_qos_problems(
                     [info for info in infos if info.topic_type == expected], qos):
                 self._warn_once('qos', f'{topic} {problem}', f'{topic}: {problem}')
+
+    def _check_subscribers(self, publisher: Any, topic: str) -> None:
+        """Warn about each subscriber of ``topic`` that ``publisher`` cannot reach, once."""
+        if self._node.count_subscribers(topic) <= publisher.get_subscription_count():
+            return  # each one the graph knows is matched
+        published = interface_name(publisher.msg_type)
+        offered = _as_offered(self._node, publisher)
+        for info in self._node.get_subscriptions_info_by_topic(topic):
+            name = _node_name(info.node_namespace, info.node_name)
+            if info.topic_type != published:
+                self._warn_once('type', f'{topic} {name} {info.topic_type}', (
+                    f'{name} subscribes to the action topic {topic} as {info.topic_type}; '
+                    f'this env publishes {published} there: it receives no actions'))
+                continue
+            incompatible = _incompatible(offered, info.qos_profile)
+            if incompatible:
+                fix = ("; set the action's qos to reliable (it matches reliable and "
+                       'best-effort subscribers)'
+                       if offered.reliability == ReliabilityPolicy.BEST_EFFORT
+                       and info.qos_profile.reliability == ReliabilityPolicy.RELIABLE else '')
+                self._warn_once('qos', f'{topic} {name} {incompatible}', (
+                    f'{name} subscribes to the action topic {topic} with QoS this publisher '
+                    f'cannot match ({incompatible}): it receives no actions{fix}'))
 
     def _unheard(self, publisher: Any, topic: str) -> str:
         """Say why no subscriber of ``topic`` is matched with ``publisher``."""

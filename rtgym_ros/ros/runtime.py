@@ -40,6 +40,7 @@ from rclpy.time_source import TimeSource
 from rtgym_ros.ros.clock_reader import ClockReader
 from rtgym_ros.ros.lean_executor import LeanExecutor, RCLPY_LOOP_POLL
 from rtgym_ros.ros.parameters import named, remap_args
+from rtgym_ros.ros.publisher_events import drop_event_handlers
 from rtgym_ros.ros.serialized import SerializedReceiver
 from rtgym_ros.ros.spin import SpinThread
 
@@ -198,6 +199,7 @@ class RosRuntime:
             self.node = Node(node_name, namespace=namespace, context=self.context,
                              cli_args=named(node_name), parameter_overrides=overrides,
                              start_parameter_services=False)
+            drop_event_handlers(self.node)  # rclpy's /parameter_events: waited on at each wake
             self.executor = make_main_executor(self.context)
             self.executor.add_node(self.node)
             self._clock = ClockReader(self.node.get_clock())

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import rclpy
 from rclpy.context import Context
+from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.node import Node
 from rclpy.publisher import Publisher
 from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
@@ -37,7 +38,7 @@ from rtgym_ros.robot.services import RETRY_PERIOD
 from rtgym_ros.ros.graph import describe_service
 from sensor_msgs.msg import JointState
 from sim_clock import SimClock
-from std_msgs.msg import Bool, Float64, Float64MultiArray
+from std_msgs.msg import Bool, Float64, Float64MultiArray, String
 from std_srvs.srv import Empty, Trigger
 from trajectory_msgs.msg import JointTrajectory
 
@@ -654,6 +655,62 @@ def test_reset_waits_for_the_action_subscribers_dds_can_match(streams, make_env,
     assert matchable_subscribers(node, publisher, 'std_msgs/msg/Float64MultiArray') == 2
     time.sleep(0.5)  # DDS would match any more within this
     assert publisher.get_subscription_count() == 2
+
+
+@contextmanager
+def another_participant() -> Iterator[Node]:
+    """Give a node in a context (a DDS participant) of its own: DDS has one type per topic."""
+    context = Context()
+    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    try:
+        yield Node('other_participant', context=context)
+    finally:
+        context.try_shutdown()
+
+
+def test_the_action_subscribers_that_rmw_reports_unreachable_are_named(
+        streams, make_env, probe):
+    """
+    Name each action subscriber that rmw's events report the env's publisher cannot reach.
+
+    The env's publishers have no QoS event handlers (rclpy's default ones would log these
+    subscribers; the main node's executor would wait on them at every wake-up): the graph
+    watch names them. Differentially, a publisher of the same type and QoS with event
+    handlers counts the incompatible-QoS events rmw raises for them. A subscriber of another
+    type raises no event there (Fast DDS); the graph names it, and so does the watch.
+    """
+    streams.joint_states(['j0'], [0.0], rate=100.0)
+    for _, msg_type, qos in ACTION_SUBSCRIBERS:
+        streams.subscription(msg_type, 'command', qos)
+    with another_participant() as node:
+        node.create_subscription(String, f'{streams.ns}/command', lambda message: None, 10)
+        env = make_env(streams.ns, params(['j0']))
+        env.reset()
+        _name_the_unreachable_action_subscribers(env, streams, probe)
+
+
+def _name_the_unreachable_action_subscribers(env: gym.Env, streams: Streams, probe) -> None:
+    node = env.unwrapped.interface._node
+    assert not list(node.waitables), "the main node's executor waits on event handlers"
+    topic = f'{streams.ns}/command'
+    qos = next(p for p in node.publishers if p.topic_name == topic).qos_profile
+    counts = {'qos': 0}
+    witness = probe.node.create_publisher(
+        Float64MultiArray, topic, qos, event_callbacks=PublisherEventCallbacks(
+            incompatible_qos=lambda event: counts.update(qos=event.total_count)))
+    try:
+        wait_until(lambda: counts['qos'], 10.0, "rmw's incompatible-QoS event")
+        streams.log.wait_for(f'subscribes to the action topic {topic} as std_msgs/msg/String',
+                             10.0)
+        streams.log.wait_for(f'subscribes to the action topic {topic} with QoS this '
+                             'publisher cannot match', 10.0)
+        time.sleep(1.5)  # one more graph check, and any later event
+        named = [line for line in streams.log.lines()
+                 if f'subscribes to the action topic {topic}' in line]
+        assert len([line for line in named if ' with QoS ' in line]) == counts['qos'], named
+        assert len([line for line in named if ' as std_msgs/msg/String' in line]) == 1, named
+    finally:
+        probe.node.destroy_publisher(witness)
 
 
 def test_a_new_env_waits_for_the_action_subscribers_once_the_robot_is_seen(
