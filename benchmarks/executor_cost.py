@@ -6,9 +6,12 @@ What one wake-up of a thread costs on this machine decides the env's CPU per tim
 RESULTS.md, step timing). Each figure is the CPU time of the waking thread
 (``time.thread_time``) divided by the wake-ups, over ``--seconds`` of 10 ms waits:
 
-- executors: a node with one 100 Hz timer and three idle 1 Hz ones, spun by ``lean``
-  (:class:`rtgym_ros.ros.lean_executor.LeanExecutor`), ``single`` (rclpy's
-  ``SingleThreadedExecutor``) and ``events`` (rclpy's C++ events executor), in turn;
+- executors: a node with one 100 Hz timer, three idle 1 Hz ones and the env's main node's
+  publishers (an action topic, ``/diagnostics``, rclpy's own ``/parameter_events``), spun by
+  ``lean`` (:class:`rtgym_ros.ros.lean_executor.LeanExecutor`, the publishers without QoS
+  event handlers, as the env makes them), ``lean+events`` (the same with rclpy's default
+  event handlers, two per publisher), ``single`` (rclpy's ``SingleThreadedExecutor``) and
+  ``events`` (rclpy's C++ events executor), in turn;
 - waits: ``time.sleep(0.01)``, ``threading.Event().wait(0.01)``, and an rcl wait set holding
   one 100 Hz timer, the primitives under the env's threads;
 - after a sleep (``--parts cold``): the CPU of a bare sleep to a deadline 10, 1 and 0.1 ms
@@ -26,6 +29,7 @@ import threading
 import time
 from typing import Callable
 
+from diagnostic_msgs.msg import DiagnosticArray
 import numpy as np
 import rclpy
 from rclpy.context import Context
@@ -34,8 +38,10 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.signals import SignalHandlerOptions
+from std_msgs.msg import Float64MultiArray
 import bench_support  # noqa: F401, I100 - puts this checkout's rtgym_ros first
 from rtgym_ros.ros.lean_executor import LeanExecutor  # noqa: I100
+from rtgym_ros.ros.publisher_events import drop_event_handlers, without_default_handlers
 
 PERIOD = 0.01  # s between wake-ups
 
@@ -47,16 +53,26 @@ def _events(context: Context) -> Executor:
 
 EXECUTORS: dict[str, Callable[[Context], Executor]] = {
     'lean': lambda context: LeanExecutor(context=context),
+    'lean+events': lambda context: LeanExecutor(context=context),
     'single': lambda context: SingleThreadedExecutor(context=context),
     'events': _events,
 }
+WITHOUT_EVENT_HANDLERS = ('lean',)
+"""The rows whose node's publishers have no QoS event handlers, as the env's main node."""
 
 
 def executor_cost(context: Context, name: str, seconds: float) -> float:
     """Return µs of CPU per firing of a 100 Hz timer, the node spun by executor ``name``."""
-    node = Node(f'executor_cost_{name}_{os.getpid()}', context=context,
+    node = Node(f'executor_cost_{name.replace("+", "_")}_{os.getpid()}', context=context,
                 start_parameter_services=False, parameter_overrides=[
                     Parameter('start_type_description_service', Parameter.Type.BOOL, False)])
+    if name in WITHOUT_EVENT_HANDLERS:
+        drop_event_handlers(node)
+        options = {'event_callbacks': without_default_handlers()}
+    else:
+        options = {}
+    node.create_publisher(Float64MultiArray, 'executor_cost_action', 10, **options)
+    node.create_publisher(DiagnosticArray, '/diagnostics', 10, **options)
     executor = EXECUTORS[name](context)
     executor.add_node(node)
     fired = [0]

@@ -4,13 +4,14 @@ An executor for the env's main node whose loop costs a quarter of rclpy's per wa
 rclpy's :class:`~rclpy.executors.SingleThreadedExecutor` rebuilds its wait set in Python on
 every wake-up: it gathers every entity of every node, makes a new rcl wait set and a timeout
 timer, and wraps each callback in a task. On the main node, which wakes two or three times per
-time-step, that is most of the env's CPU per step (about 0.5 ms per wake-up on a 2-core
+time-step, that is most of the env's CPU per step (0.2 to 0.5 ms per wake-up on a 2-core
 machine, more than rtgym spends on a whole step; ``benchmarks/executor_cost.py``).
 
-The main node has timers (the time-step deadline, ``/diagnostics``, the graph watch), the event
-handlers of its publishers, and work posted by other threads. For exactly those this executor
-keeps one rcl wait set per set of entities, fires ready timers directly and runs posted
-functions from a plain queue. A node that also has subscriptions, service clients or servers,
+The main node has timers (the time-step deadline, ``/diagnostics``, the graph watch), work
+posted by other threads, and the event handlers of publishers an interface makes there with
+rclpy's defaults (the env's own have none: :mod:`rtgym_ros.ros.publisher_events`). For
+exactly those this executor keeps one rcl wait set per set of entities, fires ready timers
+directly and runs posted functions from a plain queue. A node that also has subscriptions, service clients or servers,
 or guard conditions of its own (an interface that makes them on the main node) is spun by
 rclpy's own loop, unchanged.
 """
