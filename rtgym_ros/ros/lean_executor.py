@@ -11,9 +11,9 @@ The main node has timers (the time-step deadline, ``/diagnostics``, the graph wa
 posted by other threads, and the event handlers of publishers an interface makes there with
 rclpy's defaults (the env's own have none: :mod:`rtgym_ros.ros.publisher_events`). For
 exactly those this executor keeps one rcl wait set per set of entities, fires ready timers
-directly and runs posted functions from a plain queue. A node that also has subscriptions, service clients or servers,
-or guard conditions of its own (an interface that makes them on the main node) is spun by
-rclpy's own loop, unchanged.
+directly and runs posted functions from a plain queue. A node that also has subscriptions,
+service clients or servers, or guard conditions of its own (an interface that makes them on
+the main node) is spun by rclpy's own loop, unchanged.
 """
 
 import collections
