@@ -224,8 +224,9 @@ class GraphWatch:
         offered = _as_offered(self._node, publisher)
         for info in self._node.get_subscriptions_info_by_topic(topic):
             name = _node_name(info.node_namespace, info.node_name)
+            subscriber = f'{topic} {bytes(info.endpoint_gid).hex()}'  # a node may have several
             if info.topic_type != published:
-                self._warn_once('type', f'{topic} {name} {info.topic_type}', (
+                self._warn_once('type', subscriber, (
                     f'{name} subscribes to the action topic {topic} as {info.topic_type}; '
                     f'this env publishes {published} there: it receives no actions'))
                 continue
@@ -235,7 +236,7 @@ class GraphWatch:
                        'best-effort subscribers)'
                        if offered.reliability == ReliabilityPolicy.BEST_EFFORT
                        and info.qos_profile.reliability == ReliabilityPolicy.RELIABLE else '')
-                self._warn_once('qos', f'{topic} {name} {incompatible}', (
+                self._warn_once('qos', subscriber, (
                     f'{name} subscribes to the action topic {topic} with QoS this publisher '
                     f'cannot match ({incompatible}): it receives no actions{fix}'))
 
