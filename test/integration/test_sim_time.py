@@ -394,10 +394,12 @@ def test_an_action_sent_between_the_clock_going_back_and_its_jump_callback_stays
     in the past, and ``newer_than_action`` then waited out its bound.
     """
     clock, env = env_newer_than_action_one_step_on(sim_clock, sim_sensor, ros_env)
-    clock.jump(-990.0)
-    wait_for(lambda: env.unwrapped.now() < 500.0, 5.0, 'the env to follow /clock back')
-    env.step(np.zeros(1, np.float32))  # an action of the new base
     interface = env.unwrapped.interface
+    jump_back_and_wait_for_its_callback(clock, interface)
+    before = interface.last_action_time
+    env.step(np.zeros(1, np.float32))  # an action of the new base
+    # A step() that came after the time-step's end returns before its action is sent.
+    wait_for(lambda: interface.last_action_time != before, 5.0, 'the action sent')
     sent = interface.last_action_time
     interface.on_clock_jump(-990.0)  # that jump's callback, had the io thread been held up
     assert interface.last_action_time == sent
