@@ -3,9 +3,10 @@ Publishers of the env's main node without rclpy's default QoS event handlers.
 
 rclpy gives each publisher two waitables (an incompatible QoS, an incompatible type) whose
 only work is a log line when such a subscriber appears. The main node's executor waits on its
-waitables at every wake-up, once or more per time-step, and each costs Python calls there, for
-an event of discovery time: 17 µs of CPU per wake-up for the six of an env with one action
-topic, on a 2-core machine (``benchmarks/executor_cost.py``). The graph watch reports those
+waitables at every wake-up of its loop (each deadline under sim time and in lockstep; on wall
+time its turns, about once a second), and each costs Python calls there, for an event of
+discovery time: 17 µs of CPU per wake-up for the six of an env with one action topic, on a
+2-core machine (``benchmarks/executor_cost.py``). The graph watch reports those
 subscribers instead, once a second and by node name (:class:`rtgym_ros.ros.graph.GraphWatch`).
 """
 
