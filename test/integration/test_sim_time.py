@@ -424,10 +424,17 @@ def test_an_action_time_read_just_before_the_clock_went_back_is_not_left_in_the_
     ``newer_than_action`` waited out its bound for data that came after the action.
     """
     # A long step: the next step() comes before its end (a late one returns before its
-    # action is sent), whatever the load.
-    clock, env = env_newer_than_action_one_step_on(sim_clock, sim_sensor, ros_env,
-                                                   time_step_duration=LONG_STEP)
+    # action is sent), whatever the load. The first step's action, sent on the executor
+    # thread once step() returned, goes out before the patch: the patch is for the next one.
+    clock = sim_clock(rate=1.0)
+    sensor = sim_sensor(clock)
+    env = ros_env(sensor.ns, newer_than_action=True, newer_than_action_timeout=0.5,
+                  time_step_duration=LONG_STEP, start_obs_capture=0.05)
+    env.reset()
     interface = env.unwrapped.interface
+    before = interface.last_action_time
+    env.step(np.zeros(1, np.float32))
+    wait_for(lambda: interface.last_action_time != before, 5.0, 'the first action sent')
     publisher, = interface._publishers
     publish, now = publisher.publish, interface.now
 
