@@ -195,8 +195,9 @@ class GraphWatch:
         now = time.monotonic()
         for publisher in self._publishers:
             topic = publisher.topic_name
-            self._check_subscribers(publisher, topic)
-            if publisher.get_subscription_count():
+            matched = publisher.get_subscription_count()
+            self._check_subscribers(publisher, topic, matched)
+            if matched:
                 self._lonely_since.pop(topic, None)
                 self._reported.discard(('lonely', topic))
                 continue
@@ -216,9 +217,9 @@ class GraphWatch:
                     [info for info in infos if info.topic_type == expected], qos):
                 self._warn_once('qos', f'{topic} {problem}', f'{topic}: {problem}')
 
-    def _check_subscribers(self, publisher: Any, topic: str) -> None:
+    def _check_subscribers(self, publisher: Any, topic: str, matched: int) -> None:
         """Warn about each subscriber of ``topic`` that ``publisher`` cannot reach, once."""
-        if self._node.count_subscribers(topic) <= publisher.get_subscription_count():
+        if self._node.count_subscribers(topic) <= matched:
             return  # each one the graph knows is matched
         published = interface_name(publisher.msg_type)
         offered = _as_offered(self._node, publisher)
