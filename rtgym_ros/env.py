@@ -365,6 +365,7 @@ class RealTimeEnv(gymnasium.Env):
         self._ts_running = False
         error, self._runner.error = self._runner.error, None
         if error is not None:
+            self._withdraw_offer()  # else the next episode's first time-step would start it
             self.running = False
             raise RuntimeError(f'the time-step failed on the executor thread: {error!r}; '
                                'the default action was sent') from error

@@ -408,6 +408,22 @@ def test_interface_error_surfaces_in_step_and_robot_gets_default(make_env):
     env.step(action)
 
 
+def test_the_action_of_a_step_that_raised_is_never_sent(make_env):
+    # step() offered its action before its wait found the time-step failed: the next
+    # episode's first time-step must not take that offer at its end (here the agent is late).
+    env = make_env(interface_kwargs={'fail_on_capture': 3})
+    env.reset()
+    env.step(np.array([0.1, 0.1], np.float32))
+    env.step(np.array([0.2, 0.2], np.float32))
+    with pytest.raises(RuntimeError, match='sensor exploded'):
+        env.step(np.array([0.7, 0.7], np.float32))
+    env.reset()
+    time.sleep(5 * T)
+    env.close()
+    sent = [[round(float(x), 3) for x in action] for action in env.unwrapped.interface.sent]
+    assert sent[:2] == [[0.0, 0.0], [0.1, 0.1]] and [0.7, 0.7] not in sent
+
+
 def test_close_is_idempotent_and_sends_default(make_env):
     env = make_env()
     env.reset()
