@@ -2,6 +2,7 @@
 
 import threading
 import time
+from typing import Callable
 
 from diagnostic_msgs.msg import DiagnosticArray
 from dummy_interfaces import CountingInterface
@@ -375,14 +376,33 @@ def test_data_after_a_simulator_reset_between_steps_is_newer_than_the_action(
 
 def env_newer_than_action_one_step_on(sim_clock, sim_sensor, ros_env, *,
                                       time_step_duration: float = 0.1) -> tuple:
-    """Return a 1x /clock and an env under ``newer_than_action`` (0.5 s), reset, one step on."""
+    """
+    Return a 1x /clock, an env under ``newer_than_action`` (0.5 s) and its count of sends.
+
+    The env is reset and one step on, and that step's action went out (under sim time the
+    executor thread sends it after step() returned).
+    """
     clock = sim_clock(rate=1.0)
     sensor = sim_sensor(clock)
     env = ros_env(sensor.ns, newer_than_action=True, newer_than_action_timeout=0.5,
                   time_step_duration=time_step_duration, start_obs_capture=0.05)
+    sends = counted_sends(env.unwrapped.interface)
     env.reset()
     env.step(np.zeros(1, np.float32))
-    return clock, env
+    wait_for(lambda: sends() == 2, 5.0, "the first step's action sent")
+    return clock, env, sends
+
+
+def counted_sends(interface) -> Callable[[], int]:
+    """Count the interface's sends, each once its action's time is set."""
+    publish, sent = interface._publish, []
+
+    def publish_counted(control):
+        result = publish(control)
+        sent.append(control)
+        return result
+    interface._publish = publish_counted
+    return lambda: len(sent)
 
 
 def test_an_action_sent_between_the_clock_going_back_and_its_jump_callback_stays_put(
@@ -393,13 +413,11 @@ def test_an_action_sent_between_the_clock_going_back_and_its_jump_callback_stays
     Under load the executor thread sends one there; moving it again put it a reset's length
     in the past, and ``newer_than_action`` then waited out its bound.
     """
-    clock, env = env_newer_than_action_one_step_on(sim_clock, sim_sensor, ros_env)
+    clock, env, sends = env_newer_than_action_one_step_on(sim_clock, sim_sensor, ros_env)
     interface = env.unwrapped.interface
     jump_back_and_wait_for_its_callback(clock, interface)
-    before = interface.last_action_time
-    env.step(np.zeros(1, np.float32))  # an action of the new base
-    # A step() that came after the time-step's end returns before its action is sent.
-    wait_for(lambda: interface.last_action_time != before, 5.0, 'the action sent')
+    env.step(np.zeros(1, np.float32))  # an action of the new base, sent after step() returned
+    wait_for(lambda: sends() == 3, 5.0, 'the action sent')
     sent = interface.last_action_time
     interface.on_clock_jump(-990.0)  # that jump's callback, had the io thread been held up
     assert interface.last_action_time == sent
@@ -423,18 +441,16 @@ def test_an_action_time_read_just_before_the_clock_went_back_is_not_left_in_the_
     The callback moves times of the old base; one written after it stayed there, and
     ``newer_than_action`` waited out its bound for data that came after the action.
     """
-    # A long step: the next step() comes before its end (a late one returns before its
-    # action is sent), whatever the load. The first step's action, sent on the executor
-    # thread once step() returned, goes out before the patch: the patch is for the next one.
+    # Under sim time each step's action is sent on the executor thread after step() returned.
+    # The reset's action goes out before the patch; the patch is then for the first step's,
+    # whose time-step (long: the second step() comes within it) holds the jump.
     clock = sim_clock(rate=1.0)
     sensor = sim_sensor(clock)
     env = ros_env(sensor.ns, newer_than_action=True, newer_than_action_timeout=0.5,
                   time_step_duration=LONG_STEP, start_obs_capture=0.05)
     env.reset()
     interface = env.unwrapped.interface
-    before = interface.last_action_time
-    env.step(np.zeros(1, np.float32))
-    wait_for(lambda: interface.last_action_time != before, 5.0, 'the first action sent')
+    wait_for(lambda: np.isfinite(interface.last_action_time), 5.0, "the reset's action sent")
     publisher, = interface._publishers
     publish, now = publisher.publish, interface.now
 
@@ -449,8 +465,9 @@ def test_an_action_time_read_just_before_the_clock_went_back_is_not_left_in_the_
         publish(message)
         interface.now = now_then_jump
     publisher.publish = publish_once
+    env.step(np.zeros(1, np.float32))  # its action takes the patch
     info = env.step(np.zeros(1, np.float32))[4]
-    assert info['capture_time'] < 500.0, info  # the jump came within this step
+    assert info['capture_time'] < 500.0, info  # the jump came within the first step's
     assert info['newer_than_action'] == {'joints': True}, info
     assert 0.0 <= info['capture_time'] - info['action_time'] < 0.2, info
 
@@ -463,8 +480,11 @@ def test_a_termination_after_a_jump_back_during_a_capture_ends_the_episode(
     The capture's time is of the old base: kept as the last capture, it hid every reward and
     termination of the new base, as all were older than it.
     """
+    # Captured at the step's end: the patch, made once step() returned, is in time for the
+    # capture of the time-step that step() started (on the executor thread), whatever the load.
     clock, sensor, env = env_with_a_done_topic(sim_clock, sim_sensor, ros_env,
-                                               time_step_duration=LONG_STEP)
+                                               time_step_duration=LONG_STEP,
+                                               start_obs_capture=LONG_STEP)
     env.step(np.zeros(1, np.float32))
     interface = env.unwrapped.interface
     read = interface._read_slots
@@ -483,7 +503,8 @@ def test_a_reward_that_came_after_a_jump_back_during_a_capture_counts_once(
     """A reward the capture the jump came within took is not taken again by the next one."""
     clock = sim_clock(rate=1.0)
     sensor = sim_sensor(clock)
-    env = ros_env(sensor.ns, reward={'topic': 'reward'}, time_step_duration=LONG_STEP)
+    env = ros_env(sensor.ns, reward={'topic': 'reward'}, time_step_duration=LONG_STEP,
+                  start_obs_capture=LONG_STEP)  # the patch below is in time: see above
     publisher = probe.node.create_publisher(Float64, f'{sensor.ns}/reward', 10)
     try:
         env.reset()
