@@ -36,11 +36,17 @@ def run_until_stopped(args: Optional[List[str]], *, name: str,
     node = None
     executor = None
     spinner = None
+    start_failure: Optional[Exception] = None
     try:
         try:
             node = make_node(context)
         except Exception as error:  # noqa: B902 - reported as a start failure
             rclpy.logging.get_logger(name).fatal(f'cannot start: {error}')
+            # Its traceback holds the half-built node: kept, so that the context's shutdown
+            # destroys it (rclpy's destroy_node, in order) within the teardown's bound. Dropped
+            # at this return, the node would be freed here, its DDS entities destroyed outside
+            # any bound (Fast DDS can hang in that).
+            start_failure = error
             return 1
         executor = make_executor(context, node)
         executor.add_node(node)
@@ -63,3 +69,4 @@ def run_until_stopped(args: Optional[List[str]], *, name: str,
             if node is not None:
                 node.destroy_node()
             context.try_shutdown()
+            del start_failure  # within the bound: what the node left is freed here

@@ -3,10 +3,12 @@
 import math
 import signal
 import subprocess
+import sys
 import threading
 import time
 from typing import List, Optional
 
+from emulated_robots import CHILD_ENV, REPO
 import pytest
 from rcl_interfaces.srv import SetParameters
 from rclpy.parameter import Parameter
@@ -447,6 +449,45 @@ def test_bad_parameters_fail_fast_and_say_why(log_dir):
         raise
     assert code == 1
     assert 'physics_rate must be a finite number > 0 (Hz), got -5.0' in sim.output()
+
+
+# A node whose constructor raises after rclpy's Node is made; its destroy_node says so, then
+# blocks in C with the GIL held, as a DDS teardown that hangs. No parameter services: no
+# reference cycle keeps the half-built node alive once nothing holds its constructor's error.
+_HALF_BUILT = """
+import ctypes, functools, sys
+from rclpy.node import Node
+from rtgym_ros.nodes import run_node, signals
+run_node.bounded_teardown = functools.partial(signals.bounded_teardown, 1.0)
+
+
+class HalfBuilt(Node):
+    def __init__(self, context):
+        super().__init__('half_built', context=context, start_parameter_services=False)
+        raise ValueError('bad parameter')
+
+    def destroy_node(self):
+        print('destroy_node', flush=True)
+        ctypes.PyDLL(None).sleep(20)
+
+
+sys.exit(run_node.run_until_stopped(['half_built'], name='half_built', make_node=HalfBuilt,
+                                    make_executor=None))
+"""
+
+
+def test_a_node_that_could_not_start_is_destroyed_within_the_teardown_bound():
+    # Fast DDS can hang in destroying the entities of a node that failed to start (seen: a
+    # deadlock between its event and receive threads as other participants left): the
+    # half-built node goes by destroy_node inside the bounded teardown, never before it.
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, '-c', _HALF_BUILT], cwd=REPO, env=CHILD_ENV,
+                            capture_output=True, text=True, timeout=60)
+    took = time.monotonic() - started
+    assert 'cannot start: bad parameter' in result.stderr, result
+    assert result.stdout == 'destroy_node\n', result
+    assert result.returncode == 1 and 'Timeout' in result.stderr, result
+    assert took < 15, f'the process ran {took:.1f} s, the bound was 1 s'
 
 
 # ------------------------------------------------------------------ ticks, in process
