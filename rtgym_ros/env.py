@@ -365,7 +365,9 @@ class RealTimeEnv(gymnasium.Env):
         self._ts_running = False
         error, self._runner.error = self._runner.error, None
         if error is not None:
-            self._withdraw_offer()  # else the next episode's first time-step would start it
+            # The offer, else the next episode's first time-step would start it. Nothing to
+            # await if the failed time-step had started from it: no _withdraw_offer() here.
+            self._runner.withdraw()
             self.running = False
             raise RuntimeError(f'the time-step failed on the executor thread: {error!r}; '
                                'the default action was sent') from error
