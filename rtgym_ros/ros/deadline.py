@@ -36,8 +36,8 @@ A stretch (say 1 ms) ends a longer sleep that far short of the deadline and slee
 apart. On this project's VMs a 10 ms sleep ends 50-100 µs late, now and then milliseconds,
 and a 1 ms one within tens of µs: the capture lateness drops by tens of µs, for one more
 wake-up per deadline, 20-90 µs of the executor thread's CPU per 100 Hz step there, while the
-spacing of the captures measured the same with and without it (benchmarks/RESULTS.md, the
-last stretch as an option).
+spacing of the captures measured the same with and without it
+(benchmarks/STEP_TIMING.md, the last stretch as an option).
 """
 
 
