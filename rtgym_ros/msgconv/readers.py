@@ -227,6 +227,12 @@ def compile_reader(
             f'{type_name} lacks')
     leaves = resolve_all(msg_type, fields, key=key)
     names = check_joint_names(joint_names, key=key)
+    if type_name == JOINT_STATE and not names \
+            and any(leaf.path in JOINT_ARRAYS for leaf in leaves):
+        raise ValueError(
+            f'{key}.joint_names: {JOINT_STATE} values are picked by joint name (a message may '
+            'carry any of the joints, in any order, and several publishers share '
+            '/joint_states); expected the joints to read, got none')
     dims = check_shape(shape, key=key)
     seq_length = sequence_length(leaves, key=key, length=length, joint_names=names, shape=dims)
     by_name = JointIndex(names, key=key) if names and type_name == JOINT_STATE else None

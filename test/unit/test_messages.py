@@ -208,9 +208,14 @@ def test_joint_state_index_is_built_once_per_name_list(monkeypatch):
     assert built == [('a', 'b')]
 
 
-def test_joint_state_without_names_is_positional():
-    reader = compile_reader(JointState, ['velocity'], key=KEY, length=2)
-    np.testing.assert_array_equal(reader.read(JointState(velocity=[4.0, 5.0])), [4.0, 5.0])
+@pytest.mark.parametrize('size', [{'length': 2}, {'shape': [2]}, {}])
+def test_joint_state_values_without_joint_names_are_refused(size):
+    # By position, an arm's and a gripper's messages on one /joint_states would each be read
+    # as the slot's joints, and a message with its joints in another order misread.
+    with pytest.raises(ValueError, match=rf'^{KEY}\.joint_names: .*expected the joints to '
+                                         r'read, got none'):
+        compile_reader(JointState, ['velocity'], key=KEY, **size)
+    assert compile_reader(JointState, ['header.stamp.sec'], key=KEY).size == 1
 
 
 def test_odometry_paths():
