@@ -843,6 +843,15 @@ class RosInterface(RealTimeGymInterface):
                     "publisher that stopped, a sensor clock behind this node's, or another "
                     'time base (sim time against wall time)? stamp: receive stamps a slot on '
                     f'arrival; {graph}')
+            heard = [f'observations.{slot.name} ({self._topics[slot.name]}) names '
+                     f'{", ".join(slot.reader.joint_names)}; the last message named '
+                     f'{", ".join(names) or "no joint"}'
+                     for slot in silent if (names := slot.names_heard()) is not None]
+            if heard:  # messages came, none of them with a configured joint
+                raise TimeoutError(
+                    f'reset: no message on {topics} with a configured joint within '
+                    f'reset_timeout {bound} s: {"; ".join(heard)} (joint_names must match the '
+                    f'names the robot publishes): {graph}')
             raise TimeoutError(
                 f'reset: no message on {topics} within reset_timeout {bound} s: {graph}')
 

@@ -152,8 +152,19 @@ class Slot:
     def missing(self) -> list[str]:
         """Return what never arrived: the slot, some of its joints, or fields of a joint."""
         if self._joints is not None:
-            return [f'{self.name}.{joint}' for joint in self._joints.unseen()]
+            with self._changed:  # a message taken in joint by joint fills the table in steps
+                return [f'{self.name}.{joint}' for joint in self._joints.unseen()]
         return [] if self.message is not None else [self.name]
+
+    def names_heard(self) -> tuple[str, ...] | None:
+        """
+        Return the joints the last message named, when it named none of this slot's.
+
+        None when one of its joints came, or no message did (or the slot is not read by name).
+        """
+        if self._joints is None or self.message is not None:
+            return None
+        return self._joints.other_names
 
     def given_since(self, count: int) -> bool:
         """
@@ -292,6 +303,8 @@ class _JointTable:
         self._given = np.zeros(self._stamps.shape, np.int64)  # the count of the message, each
         self._whole: tuple | None = None  # (message, stamp, zero header, count): read as it is
         self._settled = True  # the arrays hold what _whole says of every cell
+        self.other_names: tuple[str, ...] | None = None
+        """The joints of the last message that named none of ours (a reset's error says them)."""
 
     def update(self, message: Any, stamp: float, zero_header: bool, count: int) -> Any:
         """
@@ -312,6 +325,7 @@ class _JointTable:
             self._settled = False
             return message
         if not any(name in self._index for name in names):
+            self.other_names = names
             return None  # another publisher's joints
         if self._whole is not None:  # from now on, values come joint by joint
             whole, self._whole = self._whole, None

@@ -533,6 +533,16 @@ def test_reset_timeout_names_the_publishers_of_another_type(streams, make_env):
         thread.join(1.0)
 
 
+def test_reset_timeout_names_the_joints_that_came_when_none_is_configured(streams, make_env):
+    streams.joint_states(['joint_1', 'joint_2'], [0.0, 0.0], rate=100.0)
+    env = make_env(streams.ns, params(['joint1', 'joint2'], reset_timeout=2.0))
+    with pytest.raises(TimeoutError) as error:
+        env.reset()
+    message = str(error.value)
+    assert 'with a configured joint' in message, message
+    assert 'names joint1, joint2; the last message named joint_1, joint_2' in message, message
+
+
 def test_reset_timeout_without_any_publisher_says_where_this_node_looks(streams, make_env):
     env = make_env(streams.ns, params(['j0'], reset_timeout=0.5))
     with pytest.raises(TimeoutError, match=r'no node publishes .*joint_states \(domain \d+'):

@@ -56,6 +56,43 @@ def test_a_message_of_other_joints_changes_nothing_and_is_not_counted(tmp_path):
     assert (slot.count, slot.stamp, slot.message) == before
 
 
+def test_messages_that_name_none_of_the_joints_are_said_with_their_names(tmp_path):
+    # A reset that times out says which joints came (``joint_1`` against ``joint1``).
+    slot = joints_slot(tmp_path, now=100.0)
+    assert slot.names_heard() is None  # nothing came
+    slot.store(state(100.0, ['arm_joint', 'gripper_joint'], [1.0, 2.0]))
+    assert slot.names_heard() == ('arm_joint', 'gripper_joint') and slot.message is None
+    slot.store(state(100.1, ['gripper'], [2.0]))
+    assert slot.names_heard() is None  # one of its joints came
+
+
+def test_what_is_missing_is_read_whole_while_a_message_is_taken_in(tmp_path):
+    # The first message of a second publisher takes the whole message kept so far apart,
+    # joint by joint: a look in between must not find every joint unseen.
+    slot = joints_slot(tmp_path, now=100.0)
+    slot.store(state(100.0, ['arm', 'gripper'], [1.0, 2.0]))
+    table = slot._joints
+    absorbing, go_on = threading.Event(), threading.Event()
+    absorb = table._absorb
+
+    def slow_absorb(*args):
+        absorbing.set()
+        go_on.wait(5.0)
+        return absorb(*args)
+    table._absorb = slow_absorb
+    taker = threading.Thread(target=slot.store, args=(state(100.1, ['gripper'], [2.5]),))
+    taker.start()
+    assert absorbing.wait(5.0)
+    seen = []
+    looker = threading.Thread(target=lambda: seen.append(slot.missing()))
+    looker.start()
+    looker.join(0.2)
+    go_on.set()
+    taker.join(5.0)
+    looker.join(5.0)
+    assert seen == [[]]
+
+
 def test_a_message_of_our_joints_that_leaves_their_fields_empty_is_not_counted(tmp_path):
     slot = joints_slot(tmp_path, ('effort',), now=100.0)
     slot.store(state(100.0, ['arm', 'gripper'], [1.0, 2.0], effort=[0.1, 0.2]))
