@@ -199,8 +199,7 @@ class RosInterface(RealTimeGymInterface):
             elif raw_joint_states and kind == JOINT_STATE:
                 subscription = self._io_node.create_subscription(
                     slot_spec.reader.msg_type, slot_spec.topic,
-                    lambda data, store=slot.store: store(decode_joint_state(data)),
-                    slot_spec.qos, raw=True)
+                    self._decoded(slot, decode_joint_state), slot_spec.qos, raw=True)
             if subscription is None:
                 subscription = self._io_node.create_subscription(
                     slot_spec.reader.msg_type, slot_spec.topic,
@@ -260,6 +259,27 @@ class RosInterface(RealTimeGymInterface):
         return self.recorder.tap(self._io_node.resolve_topic_name(topic), msg_type, callback,
                                  qos=qos)
 
+    def _decoded(self, slot: Slot, decode: Callable[[Any], Any]) -> Callable[[Any], None]:
+        """
+        Return a serialized take's callback: store what ``decode`` reads of the bytes.
+
+        Bytes it cannot read are dropped and said (counted, once a second), as the rmw drops a
+        message it cannot deserialize on a message take; raised, they would end the taking
+        thread, and with it the env.
+        """
+        store, topic = slot.store, slot.spec.topic
+
+        def take(data: Any) -> None:
+            try:
+                frame = decode(data)
+            except Exception as error:
+                self._log.warning(f'{slot.name} unreadable', (
+                    f'observations.{slot.name}: a message on {topic} that cannot be read was '
+                    f'dropped ({error!r}), as the rmw drops one on a message take'))
+                return
+            store(frame)
+        return take
+
     def _subscribe_serialized(self, slot_spec: ObservationSlotSpec, slot: Slot) -> Any:
         """Take an image slot's messages serialized: the subscription, or None if not."""
         subscribe = getattr(self._io_node, 'create_serialized_subscription', None)
@@ -267,7 +287,7 @@ class RosInterface(RealTimeGymInterface):
             return None
         try:
             return subscribe(slot_spec.reader.msg_type, slot_spec.topic,
-                             lambda data: slot.store(decode_image(data)), slot_spec.qos)
+                             self._decoded(slot, decode_image), slot_spec.qos)
         except OSError as error:
             self._log.warning('serialized images', f'observations.{slot.name}: image messages '
                               f'are taken as rclpy messages, on the io thread ({error}); set '

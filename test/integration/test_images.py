@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.serialization import serialize_message
 from ros_probe import wait_until
 import rtgym_ros  # noqa: F401
 from rtgym_ros.robot.interface import IMAGE_TAKE_VARIABLE
@@ -142,6 +143,16 @@ def test_an_unknown_image_take_is_refused(camera_env, monkeypatch):
     monkeypatch.setenv(IMAGE_TAKE_VARIABLE, 'zero_copy')
     with pytest.raises(ValueError, match=f"{IMAGE_TAKE_VARIABLE} must be one of .*'zero_copy'"):
         camera_env()
+
+
+def test_a_frame_that_cannot_be_read_is_dropped_as_the_rmw_drops_it(camera_env, image_take):
+    env, camera = camera_env()
+    env.reset()
+    whole = serialize_message(Image(height=1, width=1, encoding='rgb8', step=3, data=b'abc'))
+    for _ in range(3):  # cut short: the data announces more bytes than follow
+        camera._publisher.publish(whole[:-2])
+    seen = [_frame_number(env.step(np.zeros(1, np.float32))[0]['camera']) for _ in range(20)]
+    assert seen == sorted(seen) and len(set(seen)) > 5, seen
 
 
 def test_a_failing_serialized_callback_stops_the_runtime_and_is_reported(probe):
