@@ -108,7 +108,7 @@ class RealTimeEnv(gymnasium.Env):
                 stall_timeout=cfg.clock_stall_timeout, on_stall=cfg.on_clock_stall)
             self._stop_robot = SafeStop(self._runtime, interface=lambda: self.interface,
                                         safe_action=self.safe_action)
-            self._runtime.on_failure = self._stop_robot
+            self._runtime.on_failure = self._stop_robot.stop_for_good
             _live_envs.add(self)
             gil.acquire(self, cfg.gil_switch_interval)
             self.interface: RealTimeGymInterface = self._runtime.call(self._start_interface)
@@ -362,6 +362,11 @@ class RealTimeEnv(gymnasium.Env):
         if self._closed:
             self._withdraw_offer()
             raise RuntimeError('the env was closed while step() or reset() waited')
+        if self._runtime.failure is not None:  # the io thread: no data comes any more
+            self._withdraw_offer()
+            self.running = False
+            raise RuntimeClosedError(f'{self._runtime.dead_reason()}; the robot was sent its '
+                                     'safe action and gets no other: close the env')
         self._ts_running = False
         error, self._runner.error = self._runner.error, None
         if error is not None:

@@ -22,7 +22,7 @@ class SafeStop:
         self._interface = interface
         self._safe_action = safe_action
         self.final = False
-        """Set when close() stopped the robot past a busy executor thread."""
+        """Set when the robot was stopped for good: no action the env still holds may follow."""
 
     def __call__(self) -> None:
         """Any thread: send the safe action now, whatever the executor thread is doing."""
@@ -41,6 +41,11 @@ class SafeStop:
         """Any thread: send the safe action if the interface can from here; say if it did."""
         send_now = getattr(self._interface(), 'send_safe_action_now', None)
         return send_now is not None and send_now(self._safe_action())
+
+    def stop_for_good(self) -> None:
+        """Any thread: send the safe action; the env cannot go on (a ROS thread of it died)."""
+        self.final = True
+        self()
 
     def final_stop(self, *, why: str) -> None:
         """Stop the robot from this thread, for good (close() past a busy executor thread)."""

@@ -207,6 +207,8 @@ class RosRuntime:
             self.context.try_shutdown()
             raise
         self.failure: BaseException | None = None
+        """What ended one of the runtime's threads (executor, io, serialized receiver)."""
+        self.failed_thread = ''
         self.on_failure: Callable[[], None] | None = None
         """Called on the dying executor thread if a callback raised (put the robot safe)."""
         self._closed = False
@@ -290,8 +292,9 @@ class RosRuntime:
 
     def _executor_failed(self, error: BaseException) -> None:
         """Spinning thread, dying: log it and put the robot in its safe state."""
+        self.failed_thread = threading.current_thread().name
         self.failure = error
-        self.node.get_logger().error(f'executor thread stopped: {error!r}')
+        self.node.get_logger().error(f'thread {self.failed_thread} stopped: {error!r}')
         if self.on_failure is not None:
             self.on_failure()
 
@@ -413,7 +416,7 @@ class RosRuntime:
 
     def dead_reason(self) -> str:
         if self.failure is not None:
-            return f'the ROS executor thread failed: {self.failure!r}'
+            return f'the ROS thread {self.failed_thread} failed: {self.failure!r}'
         return 'the ROS runtime is closed'
 
     def close(self, *, timeout: float = 5.0) -> None:

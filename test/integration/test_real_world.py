@@ -23,6 +23,7 @@ from rclpy.event_handler import PublisherEventCallbacks
 from rclpy.node import Node
 from rclpy.publisher import Publisher
 from rclpy.qos import DurabilityPolicy, qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import serialize_message
 from rclpy.service import Service
 from rclpy.signals import SignalHandlerOptions
 from rclpy.subscription import Subscription
@@ -225,6 +226,71 @@ def test_an_unknown_joint_state_take_is_refused(streams, make_env, monkeypatch):
     refused = f'{JOINT_STATE_TAKE_VARIABLE} must be one of .*serialized.*message.*zero_copy'
     with pytest.raises(ValueError, match=refused):
         make_env(streams.ns, params(['j0']))
+
+
+@pytest.mark.parametrize('take', ['serialized', 'message'])
+def test_a_joint_state_that_cannot_be_read_is_dropped_as_the_rmw_drops_it(
+        streams, make_env, monkeypatch, take):
+    # rmw_fastrtps drops a message it cannot deserialize on a message take; the raw take must
+    # too, and go on: its thread is the env's only way to the robot's state.
+    monkeypatch.setenv(JOINT_STATE_TAKE_VARIABLE, take)
+    state = streams.joint_states(['j0'], [0.5], rate=100.0)
+    bad = streams.publisher(JointState, 'joint_states')
+    env = make_env(streams.ns, params(['j0']))
+    env.reset()
+    wait_until(lambda: bad.get_subscription_count(), 10.0, 'the env on the corrupt publisher')
+    corrupt = bytearray(serialize_message(JointState(name=['j0'])))
+    corrupt[12:16] = bytes(4)  # frame_id's length 0: not even its terminating NUL
+    for _ in range(3):
+        bad.publish(bytes(corrupt))
+    state['positions'] = [0.25]
+    for _ in range(40):
+        obs, *_ = env.step(np.zeros(1, np.float32))
+        if obs['joints'].tolist() == [0.25]:
+            break
+    assert obs['joints'].tolist() == [0.25]
+    if take == 'serialized':
+        streams.log.wait_for('a message on joint_states that cannot be read was dropped', 5.0)
+
+
+def test_a_ros_thread_that_dies_ends_the_env_and_the_robot_keeps_the_safe_action(
+        streams, make_env, monkeypatch):
+    # Any callback of the io thread that raises ends that thread: no data comes any more, so
+    # the env must not go on stepping the robot blind on the last observation.
+    from rtgym_ros.robot import slots
+    failing = threading.Event()
+    store = slots.Slot.store
+
+    def store_or_fail(self, message):
+        if failing.is_set():
+            raise RuntimeError('injected: a callback of the io thread failed')
+        store(self, message)
+    monkeypatch.setattr(slots.Slot, 'store', store_or_fail)
+    streams.joint_states(['j0'], [0.5], rate=100.0)
+    sent = []
+    probe_node = streams._probe.node
+    commands = probe_node.create_subscription(
+        Float64MultiArray, f'{streams.ns}/command',
+        lambda message: sent.append(message.data[0]), 10)
+    try:
+        env = make_env(streams.ns, params(['j0']))
+        env.reset()
+        for _ in range(3):
+            env.step(np.full(1, 0.75, np.float32))
+        failing.set()
+        with pytest.raises(RuntimeError, match=r'thread rtgym_ros:.*_io failed: .*injected.*'
+                                               'safe action and gets no other: close the env'):
+            for _ in range(40):
+                env.step(np.full(1, 0.75, np.float32))
+        with pytest.raises(RuntimeError, match='_io failed'):
+            env.step(np.full(1, 0.75, np.float32))
+        wait_until(lambda: sent and sent[-1] == 0.0, 5.0, lambda: f'the safe action, got {sent}')
+        time.sleep(0.3)  # time for an action that would still come
+        # reset()'s default action, the agent's, then the safe action and nothing else
+        assert re.fullmatch('s*a+s+', ''.join('a' if value == 0.75 else 's' for value in sent)) \
+            and set(sent) <= {0.0, 0.75}, sent
+    finally:
+        probe_node.destroy_subscription(commands)
 
 
 def test_the_merged_joint_state_carries_the_header_of_its_oldest_part(streams, make_env):
