@@ -851,7 +851,8 @@ class RosInterface(RealTimeGymInterface):
                 raise TimeoutError(
                     f'reset: no complete data on {topics} within reset_timeout {bound} s: '
                     f'messages came without {", ".join(lacking)} (a JointState field left '
-                    f'empty is not given): {graph}')
+                    'empty, or with another number of values than of names, is not given): '
+                    f'{graph}')
             now = self.now()
             late = [f'observations.{name} ({age:.3f} s old)' for slot in silent
                     if slot.count > received[slot.name]
