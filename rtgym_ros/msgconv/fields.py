@@ -190,7 +190,7 @@ def value_labels(leaves: list[Leaf], seq_length: int,
 def check_joint_names(joint_names: Sequence[str] | None, *, key: str) -> tuple[str, ...] | None:
     if joint_names is None:
         return None
-    names = tuple(joint_names) if not isinstance(joint_names, str) else ()
+    names = tuple(joint_names) if isinstance(joint_names, (list, tuple)) else ()
     if not names or not all(isinstance(n, str) and n for n in names):
         raise ValueError(f'{key}: expected joint_names as a list of names, got {joint_names!r}')
     if len(set(names)) != len(names):
@@ -207,13 +207,21 @@ def positive_int(value: Any, what: str, *, key: str) -> int:
 
 def sequence_length(
     leaves: list[Leaf], *, key: str, length: int | None, joint_names: tuple[str, ...] | None,
-    shape: tuple[int, ...] | None,
+    shape: tuple[int, ...] | None, names_joints: bool = False,
 ) -> int:
-    """Return the length every sequence field must have (0 when there are none)."""
+    """
+    Return the length every sequence field must have (0 when there are none).
+
+    :param names_joints: ``joint_names`` names the message's joints (JointState,
+        JointTrajectory), else it only gives the length of the sequence fields.
+    """
     sequences = [leaf.path for leaf in leaves if leaf.count is None]
     if not sequences:
         if length is not None:
             raise ValueError(f'{key}: length {length} given, but no field is a sequence')
+        if joint_names is not None and not names_joints:
+            raise ValueError(f'{key}: joint_names given, but no field is a sequence (on this '
+                             'type joint_names gives the length of sequence fields)')
         return 0
     if length is not None:
         length = positive_int(length, 'length', key=key)
@@ -239,6 +247,6 @@ def sequence_length(
 def check_shape(shape: Sequence[int] | None, *, key: str) -> tuple[int, ...] | None:
     if shape is None:
         return None
-    if isinstance(shape, (str, bytes)) or not shape:
+    if not isinstance(shape, (list, tuple)) or not shape:
         raise ValueError(f'{key}: expected shape as a list of positive integers, got {shape!r}')
     return tuple(positive_int(d, 'every shape dimension', key=key) for d in shape)

@@ -234,7 +234,8 @@ def compile_reader(
             'carry any of the joints, in any order, and several publishers share '
             '/joint_states); expected the joints to read, got none')
     dims = check_shape(shape, key=key)
-    seq_length = sequence_length(leaves, key=key, length=length, joint_names=names, shape=dims)
+    seq_length = sequence_length(leaves, key=key, length=length, joint_names=names, shape=dims,
+                                 names_joints=type_name == JOINT_STATE)
     by_name = JointIndex(names, key=key) if names and type_name == JOINT_STATE else None
     segments, size = _segments(leaves, seq_length, by_name, key=key)
     dims = dims or (size,)

@@ -126,7 +126,8 @@ def compile_writer(
                 f'{key}: expected float or double fields to write, got {leaf.path!r} of type '
                 f'{leaf.typename}')
     seq_length = sequence_length(leaves, key=key, length=length, joint_names=names,
-                                 shape=None if size is None else (size,))
+                                 shape=None if size is None else (size,),
+                                 names_joints=type_name in (JOINT_STATE, JOINT_TRAJECTORY))
     scalars, arrays, size = _targets(leaves, seq_length)
     prepare = _prepare(type_name, names=names, frame_id=frame_id, point_type=point_type,
                        time_from_start=float(time_from_start))

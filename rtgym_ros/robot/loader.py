@@ -180,7 +180,7 @@ def _options(params: dict[str, Any]) -> RobotOptions:
                                    key='reset_timeout', minimum=0.0),
         diagnostics_period=check_number(
             params.get('diagnostics_period', defaults.diagnostics_period),
-            key='diagnostics_period', minimum=0.0),
+            key='diagnostics_period', minimum=0.0, maximum=_TIMER_PERIOD_MAX),
         stamp_tolerance=check_number(params.get('stamp_tolerance', defaults.stamp_tolerance),
                                      key='stamp_tolerance', minimum=0.0),
         stepping=check_choice(params.get('stepping', defaults.stepping), STEPPING,
@@ -240,6 +240,8 @@ def _groups(params: dict, key: str, build: Callable) -> list:
 
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+_DURATION_MAX = 2.0**31 - 1  # s: builtin_interfaces/Duration's sec is an int32
+_TIMER_PERIOD_MAX = (2**63 - 1) * 1e-9  # s: an rclpy timer's period, in int64 nanoseconds
 _ACTION_KEYS = ('topic', 'type', 'field', 'fields', 'joint_names', 'low', 'high', 'default',
                 'qos', 'time_from_start', 'frame_id', 'stamp', 'max_delta', 'on_stop')
 
@@ -254,7 +256,8 @@ def _action_group(name: str, entry: dict, *, key: str) -> ActionGroup:
         msg_type, _fields(entry, key=key), key=key, joint_names=entry.get('joint_names'),
         size=None if entry.get('joint_names') else len(low), frame_id=entry.get('frame_id'),
         time_from_start=check_number(entry.get('time_from_start', 0.0),
-                                     key=f'{key}.time_from_start', minimum=0.0))
+                                     key=f'{key}.time_from_start', minimum=0.0,
+                                     maximum=_DURATION_MAX))
     default = check_vector(entry.get('default', np.zeros(writer.size)), key=f'{key}.default')
     for what, values in (('low', low), ('high', high), ('default', default)):
         if len(values) != writer.size:
@@ -452,6 +455,9 @@ def _step(params: dict, options: RobotOptions, env_config: dict) -> StepSpec | N
                        retry=False)
     steps_field = value.get('steps_field')
     step_size = None
+    if steps_field is None and 'step_size' in value:
+        raise ValueError('step.step_size applies with step.steps_field (the request field '
+                         'that takes a number of simulator steps), got it without')
     if steps_field is not None:
         step_size = check_number(value.get('step_size'), key='step.step_size', above=0.0)
         set_field(service.service_type.Request(), str(steps_field), 1,

@@ -32,7 +32,7 @@ def qos_from_config(value: Any, *, key: str, default: str) -> QoSProfile:
     if unknown:
         raise ValueError(f'{key} has unknown keys {unknown}; expected preset, depth, durability')
     preset = options.get('preset', default)
-    if preset not in PRESETS:
+    if not isinstance(preset, str) or preset not in PRESETS:
         raise ValueError(f'{key}.preset must be one of {", ".join(PRESETS)}, '
                          f'got {short_repr(preset)}')
     profile = _preset(preset)
@@ -46,7 +46,7 @@ def qos_from_config(value: Any, *, key: str, default: str) -> QoSProfile:
         profile.depth = depth
     if 'durability' in options:
         durability = options['durability']
-        if durability not in _DURABILITY:
+        if not isinstance(durability, str) or durability not in _DURABILITY:
             raise ValueError(f'{key}.durability must be one of {", ".join(_DURABILITY)}, '
                              f'got {short_repr(durability)}')
         profile.durability = _DURABILITY[durability]

@@ -132,8 +132,15 @@ def compile_transform(config: Any, *, size: int, low: np.ndarray, high: np.ndarr
     transform._in_float64 = ('window_mean' in config or transform._scale is not None
                              or transform._offset is not None)
     transform.size = state.size
-    transform.low = state.low.astype(np.float32)
-    transform.high = state.high.astype(np.float32)
+    with np.errstate(over='ignore'):  # said below, with the key
+        transform.low = state.low.astype(np.float32)
+        transform.high = state.high.astype(np.float32)
+    overflow = np.flatnonzero((np.isfinite(state.low) & np.isinf(transform.low))
+                              | (np.isfinite(state.high) & np.isinf(transform.high)))
+    if overflow.size:  # observations are float32: a bound past it is inf, and so the values
+        names = ', '.join(state.labels[i] for i in overflow)
+        raise ValueError(f'{key}: the transformed bounds of {names} leave float32 '
+                         f'(|x| <= {np.finfo(np.float32).max:.4g}): check scale and offset')
     transform.labels = tuple(state.labels)
     return transform
 

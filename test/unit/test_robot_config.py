@@ -434,6 +434,38 @@ ERRORS: dict[str, tuple[Callable[[dict], Any], list[str]]] = {
     'empty_topic': (lambda p: action(p).update(topic=''), ['actions.effort.topic']),
     'service_with_space': (lambda p: p.update(reset={'service': 're set'}),
                            ['reset.service', "'re set'"]),
+    # a scalar or a mapping where a list goes
+    'joint_names_a_number': (lambda p: observation(p).update(joint_names=5),
+                             ['observations.joints', 'joint_names as a list', '5']),
+    'joint_names_a_mapping': (lambda p: observation(p).update(joint_names={'j0': 1.0}),
+                              ['observations.joints', 'joint_names as a list', "{'j0': 1.0}"]),
+    'shape_a_number': (lambda p: observation(p).update(shape=2),
+                       ['observations.joints', 'shape as a list', '2']),
+    'durability_a_list': (
+        lambda p: observation(p).update(qos={'preset': 'reliable',
+                                             'durability': ['transient_local']}),
+        ['observations.joints.qos.durability', "['transient_local']"]),
+    # options that would be ignored, or wrap around
+    'joint_names_without_a_sequence': (
+        lambda p: action(p).update(type='geometry_msgs/msg/Twist', field='linear.x',
+                                   joint_names=['a', 'b', 'c']),
+        ['actions.effort', 'joint_names given, but no field is a sequence']),
+    'time_from_start_past_int32': (
+        lambda p: action(p).update(type='trajectory_msgs/msg/JointTrajectory',
+                                   joint_names=['j0'], field='positions',
+                                   time_from_start=3.0e9),
+        ['actions.effort.time_from_start', '<= 2.14748e+09', '3000000000.0']),
+    'diagnostics_period_past_a_timer': (lambda p: p.update(diagnostics_period=1.0e12),
+                                        ['diagnostics_period', '<= 9.22337e+09']),
+    'step_size_without_steps_field': (
+        lambda p: p.update(use_sim_time=True, stepping='lockstep',
+                           step={'service': 's', 'type': 'std_srvs/srv/Trigger',
+                                 'step_size': -5.0}),
+        ['step.step_size applies with step.steps_field']),
+    'transform_past_float32': (
+        lambda p: observation(p).update(low=[0.0, 0.0], high=[1.0, 1.0],
+                                        transform={'offset': 1.0e39}),
+        ['observations.joints.transform', 'leave float32']),
 }
 
 
