@@ -29,7 +29,8 @@ from rtgym_ros.core.validate import short_repr
 from rtgym_ros.core.watchdog import Watchdog
 from rtgym_ros.ros.deadline import ClockDeadline, DeadlineTimer
 from rtgym_ros.ros.deferred_log import DeferredLog
-from rtgym_ros.ros.runtime import NodeNameClaim, RosRuntime, RuntimeClosedError
+from rtgym_ros.ros.runtime import (check_node_name, NodeNameClaim, RosRuntime,
+                                   RuntimeClosedError)
 from rtgym_ros.ros.stall_monitor import StallMonitor
 from rtgym_ros.safe_stop import SafeStop
 
@@ -65,6 +66,7 @@ class RealTimeEnv(gymnasium.Env):
                              f"{self.metadata['render_modes']}, got {render_mode!r}")
         self.render_mode = render_mode
         cfg: EnvConfig = resolve_config(config)
+        check_node_name(cfg.node_name, cfg.namespace)
         self.config = cfg
         if cfg.time_step_duration > 0.0:
             self.metadata = {**type(self).metadata, 'render_fps': 1.0 / cfg.time_step_duration}

@@ -139,9 +139,19 @@ def resolve_config(config: 'dict | EnvConfig | None') -> EnvConfig:
                       'time-steps time out; set start_obs_capture <= time_step_duration',
                       stacklevel=3)
     switch = values['gil_switch_interval']
-    if switch is not None:
+    if switch is not None:  # CPython keeps it in µs: 1e300 would silently become 0
         check_number(values['gil_switch_interval'], key="config['gil_switch_interval']",
-                     minimum=1e-6)
+                     minimum=1e-6, maximum=1.0)
+    for key in ('node_name', 'namespace'):  # ROS's rules for them: the env's runtime checks
+        if not isinstance(values[key], str) or (key == 'node_name' and not values[key]):
+            raise TypeError(f"config['{key}'] must be a {'non-empty ' * (key == 'node_name')}"
+                            f'string, got {short_repr(values[key])}')
+    if not isinstance(values['interface_args'], (list, tuple)):
+        raise TypeError("config['interface_args'] must be a tuple or list, "
+                        f"got {short_repr(values['interface_args'])}")
+    if not isinstance(values['interface_kwargs'], dict):
+        raise TypeError("config['interface_kwargs'] must be a dict, "
+                        f"got {short_repr(values['interface_kwargs'])}")
     slack = values['timer_slack']
     if slack is not None:
         check_number(slack, key="config['timer_slack']", minimum=1e-9, maximum=1.0)
@@ -167,8 +177,8 @@ def resolve_config(config: 'dict | EnvConfig | None') -> EnvConfig:
         last_act_on_reset=bool(values['last_act_on_reset']),
         act_prepro_func=values['act_prepro_func'],
         obs_prepro_func=values['obs_prepro_func'],
-        node_name=str(values['node_name']),
-        namespace=str(values['namespace']),
+        node_name=values['node_name'],
+        namespace=values['namespace'],
         use_sim_time=bool(values['use_sim_time']),
         clock_wait_timeout=float(values['clock_wait_timeout']),
         domain_id=None if domain_id is None else int(domain_id),

@@ -29,6 +29,7 @@ from typing import Any, Callable, TypeVar
 
 import rclpy
 from rclpy.context import Context
+from rclpy.exceptions import NameValidationException
 from rclpy.executors import Executor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -36,6 +37,8 @@ from rclpy.qos import QoSProfile
 from rclpy.signals import SignalHandlerOptions
 from rclpy.subscription import Subscription
 from rclpy.time_source import TimeSource
+from rclpy.validate_namespace import validate_namespace
+from rclpy.validate_node_name import validate_node_name
 
 from rtgym_ros.ros.clock_reader import ClockReader
 from rtgym_ros.ros.lean_executor import LeanExecutor, RCLPY_LOOP_POLL
@@ -141,6 +144,20 @@ class NodeNameClaim:
             held, self._held = self._held, False
         if held:
             _release_name(self._key, self.name)
+
+
+def check_node_name(node_name: str, namespace: str) -> None:
+    """Refuse, naming the config key, a node name or namespace that ROS would refuse."""
+    for key, check, value, checked in (
+            ('node_name', validate_node_name, node_name, node_name),
+            ('namespace', validate_namespace, namespace,
+             namespace if namespace.startswith('/') else f'/{namespace}')):
+        try:
+            check(checked)
+        except NameValidationException as error:
+            reason = str(error).splitlines()[0]
+            raise ValueError(f"config['{key}'] must be a valid ROS "
+                             f"{key.replace('_', ' ')}, got {value!r}: {reason}") from None
 
 
 class RosRuntime:

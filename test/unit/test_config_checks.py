@@ -6,6 +6,7 @@ import pytest
 from rtgym_ros.core.config import BOOL_KEYS, DEFAULT_CONFIG_DICT, resolve_config
 from rtgym_ros.core.validate import check_bool, short_repr
 from rtgym_ros.ros.deadline import LAST_STRETCH
+from rtgym_ros.ros.runtime import check_node_name
 
 # Each of these acted as True (or False) before: bool('false') is True.
 NOT_BOOLS = ['false', 'False', '0', 'n', 'off', '', 0, 1, 0.0, None, [False]]
@@ -72,3 +73,24 @@ def test_timer_last_stretch_defaults_to_the_deadline_module_s():
     assert resolve_config({'interface': CountingInterface}).timer_last_stretch == LAST_STRETCH
     assert resolve_config({'interface': CountingInterface,
                            'timer_last_stretch': 0}).timer_last_stretch == 0.0
+
+
+@pytest.mark.parametrize('key, value', [
+    ('node_name', None), ('node_name', ''), ('node_name', 5), ('namespace', 5),
+    ('namespace', None), ('interface_args', 5), ('interface_args', 'abc'),
+    ('interface_kwargs', 'abc'), ('interface_kwargs', [('a', 1)]),
+    ('gil_switch_interval', 1e300), ('gil_switch_interval', 2.0)], ids=repr)
+def test_a_value_of_the_wrong_kind_fails_with_the_key(key, value):
+    # str(None) named the node '/None'; tuple('abc') gave the interface three arguments.
+    with pytest.raises((ValueError, TypeError), match=rf"config\['{key}'\]"):
+        resolve_config({'interface': CountingInterface, key: value})
+
+
+@pytest.mark.parametrize('key, value', [('node_name', 'bad name'), ('node_name', '1st'),
+                                        ('namespace', 'a b'), ('namespace', '/r1//x')])
+def test_a_name_ros_refuses_fails_with_the_key_before_any_node(key, value):
+    names = {'node_name': 'rtgym_env', 'namespace': '', key: value}
+    with pytest.raises(ValueError, match=rf"config\['{key}'\] must be a valid ROS .*"
+                                         rf'got {value!r}: Invalid'):
+        check_node_name(names['node_name'], names['namespace'])
+    check_node_name('rtgym_env_2', 'robots/r1')  # a relative namespace goes under /
