@@ -10,6 +10,7 @@ unanswered request is sent again every second until the bound: right for an idem
 """
 
 from dataclasses import dataclass, field
+import re
 import threading
 import time
 from typing import Any, Callable
@@ -85,6 +86,9 @@ def set_field(message: Any, path: str, value: Any, *, key: str) -> None:
                          f'{short_repr(value)} ({reason})') from None
 
 
+_ARRAY = re.compile(r'sequence<(?P<element>.+?)(?:, (?P<bound>\d+))?>$'
+                    r'|(?P<fixed_element>[^\[]+)\[(?P<size>\d+)\]$')
+"""A sequence (bounded or not) or a fixed-size array, as rosidl's field type strings say."""
 _INTEGER_RANGES = {
     f'{sign}int{bits}': (0, 2 ** bits - 1) if sign else (-2 ** (bits - 1), 2 ** (bits - 1) - 1)
     for sign in ('', 'u') for bits in (8, 16, 32, 64)}
@@ -98,11 +102,20 @@ def _checked(type_string: str, value: Any, *, key: str) -> Any:
     rosidl's generated setters check types only when ROS_PYTHON_CHECK_FIELDS is set: a YAML
     ``'yes'`` would otherwise become a request field unnoticed.
     """
-    if type_string.startswith('sequence<') or '[' in type_string:
+    array = _ARRAY.match(type_string)
+    if array is not None:
         if not isinstance(value, list):
             raise ValueError(f'{key} must be a list for the field type {type_string}, '
                              f'got {short_repr(value)}')
-        return value
+        size, bound = array['size'], array['bound']
+        if size is not None and len(value) != int(size):  # unchecked, the rest is garbage
+            raise ValueError(f'{key} must have {size} values for the field type '
+                             f'{type_string}, got {len(value)}')
+        if bound is not None and len(value) > int(bound):
+            raise ValueError(f'{key} must have at most {bound} values for the field type '
+                             f'{type_string}, got {len(value)}')
+        element = array['element'] or array['fixed_element']
+        return [_checked(element, item, key=f'{key}[{index}]') for index, item in enumerate(value)]
     if type_string == 'boolean':
         return check_bool(value, key=key)
     if type_string in ('float', 'double'):

@@ -462,6 +462,16 @@ ERRORS: dict[str, tuple[Callable[[dict], Any], list[str]]] = {
                            step={'service': 's', 'type': 'std_srvs/srv/Trigger',
                                  'step_size': -5.0}),
         ['step.step_size applies with step.steps_field']),
+    # request arrays: rosidl's setters check nothing here (ROS_PYTHON_CHECK_FIELDS unset), and
+    # a fixed-size array given fewer values is serialized with whatever memory follows them
+    'request_array_short': (
+        lambda p: p.update(reset={'service': 'r', 'type': 'sensor_msgs/srv/SetCameraInfo',
+                                  'request': {'camera_info': {'k': [1.0]}}}),
+        ['reset.request.camera_info.k must have 9 values', 'double[9]', 'got 1']),
+    'request_sequence_of_numbers_for_strings': (
+        lambda p: p.update(reset={'service': 'r', 'type': 'rcl_interfaces/srv/GetParameters',
+                                  'request': {'names': [1.0, 2.0]}}),
+        ['reset.request.names[0] must be a string']),
     'transform_past_float32': (
         lambda p: observation(p).update(low=[0.0, 0.0], high=[1.0, 1.0],
                                         transform={'offset': 1.0e39}),
