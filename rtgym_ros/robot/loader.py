@@ -15,6 +15,7 @@ from typing import Any, Callable
 import gymnasium.spaces as spaces
 import numpy as np
 from rclpy.exceptions import InvalidServiceNameException, InvalidTopicNameException
+from rclpy.expand_topic_name import expand_topic_name
 from rclpy.validate_topic_name import validate_topic_name
 from rtgym_ros.core.config import ACTION_BUFFER_KEY, ROS_DEFAULTS, RTGYM_DEFAULTS
 from rtgym_ros.core.validate import (check_bool, check_choice, check_int, check_number,
@@ -505,8 +506,11 @@ def _name(value: Any, *, key: str) -> str:
         raise ValueError(f'{key} must be a topic or service name, got {short_repr(value)}')
     try:
         validate_topic_name(value, is_service=key.endswith('.service'))
-    except (InvalidServiceNameException, InvalidTopicNameException) as error:
-        reason = str(error).splitlines()[0]
+        # Substitutions ({node}, {ns}) are rcl's to expand; one it does not know fails here,
+        # not when the node that uses the name is made.
+        expand_topic_name(value, 'node', '/')
+    except (InvalidServiceNameException, InvalidTopicNameException, ValueError) as error:
+        reason = str(error).splitlines()[0].split(', at /')[0]
         raise ValueError(f'{key} must be a valid ROS name, got {short_repr(value)}: '
                          f'{reason}') from None
     return value

@@ -432,6 +432,9 @@ ERRORS: dict[str, tuple[Callable[[dict], Any], list[str]]] = {
     'topic_not_a_string': (lambda p: action(p).update(topic=['cmd']),
                            ['actions.effort.topic']),
     'empty_topic': (lambda p: action(p).update(topic=''), ['actions.effort.topic']),
+    'topic_with_an_unknown_substitution': (
+        lambda p: action(p).update(topic='{robot}/cmd'),
+        ['actions.effort.topic', "'{robot}/cmd'", 'unknown substitution: {robot}']),
     'service_with_space': (lambda p: p.update(reset={'service': 're set'}),
                            ['reset.service', "'re set'"]),
     # a scalar or a mapping where a list goes
