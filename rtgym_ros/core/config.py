@@ -113,8 +113,11 @@ def resolve_config(config: 'dict | EnvConfig | None') -> EnvConfig:
     for key in ('time_step_duration', 'start_obs_capture', 'time_step_timeout_factor',
                 'timer_lead', 'timer_last_stretch', 'clock_wait_timeout'):
         check_number(values[key], key=f"config['{key}']", minimum=0.0)
-    check_number(values['ep_max_length'], key="config['ep_max_length']", minimum=1,
-                 allow_inf=True)
+    ep_max_length = check_number(values['ep_max_length'], key="config['ep_max_length']",
+                                 minimum=1, allow_inf=True)
+    if ep_max_length != np.inf and not ep_max_length.is_integer():  # a count of steps
+        raise ValueError("config['ep_max_length'] must be an integer >= 1 or inf, "
+                         f'got {short_repr(values["ep_max_length"])}')
     check_number(values['benchmark_polyak'], key="config['benchmark_polyak']", above=0.0,
                  maximum=1.0)
     act_buf_len = check_int(values['act_buf_len'], key="config['act_buf_len']", minimum=1)

@@ -79,7 +79,8 @@ def test_timer_last_stretch_defaults_to_the_deadline_module_s():
     ('node_name', None), ('node_name', ''), ('node_name', 5), ('namespace', 5),
     ('namespace', None), ('interface_args', 5), ('interface_args', 'abc'),
     ('interface_kwargs', 'abc'), ('interface_kwargs', [('a', 1)]),
-    ('gil_switch_interval', 1e300), ('gil_switch_interval', 2.0)], ids=repr)
+    ('gil_switch_interval', 1e300), ('gil_switch_interval', 2.0), ('ep_max_length', 2.5),
+    ('ep_max_length', 0)], ids=repr)
 def test_a_value_of_the_wrong_kind_fails_with_the_key(key, value):
     # str(None) named the node '/None'; tuple('abc') gave the interface three arguments.
     with pytest.raises((ValueError, TypeError), match=rf"config\['{key}'\]"):
