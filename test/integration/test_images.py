@@ -148,9 +148,13 @@ def test_an_unknown_image_take_is_refused(camera_env, monkeypatch):
 def test_a_frame_that_cannot_be_read_is_dropped_as_the_rmw_drops_it(camera_env, image_take):
     env, camera = camera_env()
     env.reset()
-    whole = serialize_message(Image(height=1, width=1, encoding='rgb8', step=3, data=b'abc'))
-    for _ in range(3):  # cut short: the data announces more bytes than follow
-        camera._publisher.publish(whole[:-2])
+    corrupt = bytearray(serialize_message(
+        Image(height=1, width=1, encoding='rgb8', step=3, data=b'abc')))
+    data = corrupt.index(b'\x03\x00\x00\x00abc')
+    corrupt[data:data + 4] = b'\x00\xff\xff\xff'  # data announces more bytes than follow
+    for _ in range(10):
+        camera._publisher.publish(bytes(corrupt))
+        time.sleep(0.02)
     seen = [_frame_number(env.step(np.zeros(1, np.float32))[0]['camera']) for _ in range(20)]
     assert seen == sorted(seen) and len(set(seen)) > 5, seen
 
