@@ -191,7 +191,8 @@ class RosInterface(RealTimeGymInterface):
             and message_form(JOINT_STATE_TAKE_VARIABLE) == 'serialized'
         for slot_spec in self.spec.observations:
             slot = Slot(slot_spec, now=self.now,
-                        stamp_tolerance=self.spec.options.stamp_tolerance)
+                        stamp_tolerance=self.spec.options.stamp_tolerance,
+                        warn=self._log.warning)
             subscription = None
             kind = interface_name(slot_spec.reader.msg_type)
             if serialized_images and kind == IMAGE:

@@ -40,8 +40,16 @@ class Slot:
     """The newest data of one configured topic, with its stamp on the node's clock."""
 
     def __init__(self, spec: ObservationSlotSpec, *, now: Callable[[], float],
-                 stamp_tolerance: float = 0.1) -> None:
+                 stamp_tolerance: float = 0.1,
+                 warn: Callable[[str, str], None] | None = None) -> None:
+        """
+        Hold no data yet.
+
+        :param warn: ``warn(kind, message)``, for a message a driver got wrong (a JointState
+            field with another number of values than of names); cheap, from the io thread.
+        """
         self.spec = spec
+        self._warn = warn
         self.name = spec.name
         self._now = now
         self._tolerance = stamp_tolerance
@@ -87,12 +95,23 @@ class Slot:
                 self._zero_header = zero_header
             else:
                 merged = self._joints.update(message, stamp, zero_header, self.count + 1)
+                if self._joints.malformed and self._warn is not None:
+                    self._say_malformed(message)
                 if merged is None:
                     return  # other joints, or fields left empty: nothing of this slot came
                 self.message = merged
                 self.stamp, self._newest = self._joints.oldest(), self._joints.newest()
             self.count += 1
             self._changed.notify_all()
+
+    def _say_malformed(self, message: Any) -> None:
+        names = len(message.name)
+        fields = ', '.join(f'{len(getattr(message, field))} {field} values'
+                           for field in self._joints.malformed)
+        self._warn(f'{self.name} malformed', (
+            f'observations.{self.name}: a JointState message with {names} names and {fields}: '
+            'those fields are not taken (the message definition allows one value per name, '
+            'or none)'))
 
     # -- any thread -----------------------------------------------------------------------------
 
@@ -303,6 +322,8 @@ class _JointTable:
         self._given = np.zeros(self._stamps.shape, np.int64)  # the count of the message, each
         self._whole: tuple | None = None  # (message, stamp, zero header, count): read as it is
         self._settled = True  # the arrays hold what _whole says of every cell
+        self.malformed: list[str] = []
+        """The fields of the last message taken in with another number of values than of names."""
         self.other_names: tuple[str, ...] | None = None
         """The joints of the last message that named none of ours (a reset's error says them)."""
 
@@ -319,6 +340,8 @@ class _JointTable:
             if len(self._covers) > 16:
                 self._covers.clear()
         size = len(names)
+        if self.malformed:
+            self.malformed = []
         if covers and all(len(getattr(message, field)) == size for field in self._fields):
             # One publisher with every configured joint and field: read it as it is.
             self._whole = (message, stamp, zero_header, count)
@@ -348,6 +371,8 @@ class _JointTable:
             values = np.asarray(getattr(message, field), dtype=np.float64)
             if values.size == size:
                 self._values[row, target] = values[source]
+            elif values.size and field in self._fields:
+                self.malformed.append(field)
         gave = False
         for row, field in enumerate(self._stamped):
             if len(getattr(message, field)) == size:

@@ -1,14 +1,15 @@
 """One observation slot built from a robot config file, as the env builds it (unit tests)."""
 
 from pathlib import Path
+from typing import Callable
 
 from rtgym_ros.robot.loader import load_robot_config
 from rtgym_ros.robot.slots import Slot
 import yaml
 
 
-def slot_from_config(tmp_path: Path, name: str, observation: dict, *,
-                     now: float = 0.0) -> Slot:
+def slot_from_config(tmp_path: Path, name: str, observation: dict, *, now: float = 0.0,
+                     warn: Callable[[str, str], None] | None = None) -> Slot:
     """Return the slot ``name`` of a robot config with that one observation and one action."""
     params = {'time_step_duration': 0.1,
               'actions': {'names': ['effort'], 'effort': {
@@ -18,4 +19,4 @@ def slot_from_config(tmp_path: Path, name: str, observation: dict, *,
     path = tmp_path / 'robot.yaml'
     path.write_text(yaml.safe_dump({'/**': {'ros__parameters': params}}))
     [spec] = load_robot_config(path)[1].observations
-    return Slot(spec, now=lambda: now)
+    return Slot(spec, now=lambda: now, warn=warn)

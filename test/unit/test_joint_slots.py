@@ -248,3 +248,20 @@ def test_a_zero_stamp_of_a_slot_read_by_field_stays_at_a_reset_only_if_it_just_c
     slot.store(Odometry())  # stamp unset: stamped on arrival
     slot.forget_after(0.0, jumped_from=jumped_from)
     assert (slot.missing() == [], slot.stamp) == ((True, 0.0) if kept else (False, -np.inf))
+
+
+def test_a_field_with_another_number_of_values_than_of_names_is_said(tmp_path):
+    # robot_state_publisher warns of such a message too; the slot takes what else it gives.
+    said = []
+    joints = {'topic': 'joint_states', 'type': 'sensor_msgs/msg/JointState',
+              'joint_names': ['arm', 'gripper'], 'fields': ['position']}
+    slot = slot_from_config(tmp_path, 'joints', joints, now=100.0,
+                            warn=lambda kind, message: said.append(message))
+    slot.store(state(100.0, ['arm'], [1.0]))
+    slot.store(state(100.0, ['gripper'], [2.0, 3.0], effort=[1.0, 2.0, 3.0]))
+    assert said == ['observations.joints: a JointState message with 1 names and 2 position '
+                    'values: those fields are not taken (the message definition allows one '
+                    'value per name, or none)']  # effort is not configured: not said
+    assert slot.missing() == ['joints.gripper']
+    slot.store(state(100.1, ['gripper'], [2.0]))
+    assert len(said) == 1 and slot.missing() == []
