@@ -161,7 +161,7 @@ class Child:
         """Return the last stderr lines, or a crash's stack (faulthandler: innermost first)."""
         for index, line in enumerate(self.stderr):
             if line.startswith('Fatal Python error'):
-                return self.stderr[index:index + 12]
+                return self.stderr[index:index + 200]  # every thread: which one faulted
         return self.stderr[-5:]
 
     def send(self, line: str) -> None:
