@@ -145,10 +145,13 @@ def resolve_config(config: 'dict | EnvConfig | None') -> EnvConfig:
     if switch is not None:  # CPython keeps it in µs: 1e300 would silently become 0
         check_number(values['gil_switch_interval'], key="config['gil_switch_interval']",
                      minimum=1e-6, maximum=1.0)
-    for key in ('node_name', 'namespace'):  # ROS's rules for them: the env's runtime checks
-        if not isinstance(values[key], str) or (key == 'node_name' and not values[key]):
-            raise TypeError(f"config['{key}'] must be a {'non-empty ' * (key == 'node_name')}"
-                            f'string, got {short_repr(values[key])}')
+    # Strings here; ROS's rules for them are checked by the env before its node is made.
+    if not isinstance(values['node_name'], str) or not values['node_name']:
+        raise TypeError("config['node_name'] must be a non-empty string, "
+                        f"got {short_repr(values['node_name'])}")
+    if not isinstance(values['namespace'], str):
+        raise TypeError("config['namespace'] must be a string, "
+                        f"got {short_repr(values['namespace'])}")
     if not isinstance(values['interface_args'], (list, tuple)):
         raise TypeError("config['interface_args'] must be a tuple or list, "
                         f"got {short_repr(values['interface_args'])}")

@@ -36,6 +36,7 @@ from rtgym_ros.robot.spec import (ACTION_POLICIES, ActionGroup, AGENT_DEFAULTS,
                                   ROBOT_DEFAULTS, RobotOptions, RobotSpec, SignalSpec,
                                   STALE_POLICIES, StaleTruncation, STEPPING, StepSpec)
 from rtgym_ros.robot.transforms import compile_transform
+from rtgym_ros.ros.rcl_parameters import rcl_reason
 
 # rtgym keys that name Python objects cannot come from YAML.
 _CODE_KEYS = ('interface', 'interface_args', 'interface_kwargs')
@@ -510,7 +511,7 @@ def _name(value: Any, *, key: str) -> str:
         # not when the node that uses the name is made.
         expand_topic_name(value, 'node', '/')
     except (InvalidServiceNameException, InvalidTopicNameException, ValueError) as error:
-        reason = str(error).splitlines()[0].split(', at /')[0]
+        reason = rcl_reason(str(error).splitlines()[0])  # without rcl's source location
         raise ValueError(f'{key} must be a valid ROS name, got {short_repr(value)}: '
                          f'{reason}') from None
     return value
