@@ -9,6 +9,7 @@ to the letter (docs/design.md).
 
 from collections import deque
 import copy
+import sys
 from typing import Any, Callable
 import warnings
 import weakref
@@ -25,7 +26,7 @@ from rtgym_ros.core.interface import RealTimeGymInterface
 from rtgym_ros.core.schedule import ElasticSchedule, StepOutcome, StepStart
 from rtgym_ros.core.time_step import TimeStepRunner
 from rtgym_ros.core.timing import make_benchmark
-from rtgym_ros.core.validate import short_repr
+from rtgym_ros.core.validate import check_fits_in_memory, short_repr
 from rtgym_ros.core.watchdog import Watchdog
 from rtgym_ros.ros.deadline import ClockDeadline, DeadlineTimer
 from rtgym_ros.ros.deferred_log import DeferredLog
@@ -114,6 +115,7 @@ class RealTimeEnv(gymnasium.Env):
             _live_envs.add(self)
             gil.acquire(self, cfg.gil_switch_interval)
             self.interface: RealTimeGymInterface = self._runtime.call(self._start_interface)
+            self._check_action_buffer_memory()
         except BaseException:  # Ctrl-C included: no node and no thread outlive a failed make
             self.close()
             raise
@@ -121,6 +123,12 @@ class RealTimeEnv(gymnasium.Env):
         self.observation_space = self._get_observation_space()
         self.init_action_buffer()
         gc_freeze.acquire(self, cfg.gc_freeze)
+
+    def _check_action_buffer_memory(self) -> None:
+        """Refuse an action buffer memory cannot hold: it keeps the last act_buf_len actions."""
+        check_fits_in_memory(self.act_buf_len * sys.getsizeof(np.array(self.default_action)),
+                             key="config['act_buf_len']",
+                             what=f'{self.act_buf_len} buffered actions')
 
     # -- executor-thread side ---------------------------------------------------------------
 

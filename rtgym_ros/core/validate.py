@@ -9,6 +9,7 @@ Values in messages are shortened: an error never prints an unbounded value.
 from collections.abc import Iterable
 import math
 import numbers
+import os
 import reprlib
 from typing import Any
 
@@ -116,3 +117,24 @@ def check_vector(value: Any, *, key: str, size: int | None = None, finite: bool 
     if minimum is not None and np.any(vector < minimum):
         raise ValueError(f'{key} must be >= {minimum:g}, got {short_repr(vector.tolist())}')
     return vector
+
+
+def physical_memory() -> int | None:
+    """Return the bytes of memory this machine has, or None where the OS does not say."""
+    try:
+        return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def check_fits_in_memory(nbytes: int, *, key: str, what: str) -> None:
+    """
+    Refuse a size this machine cannot hold, naming the key.
+
+    Past memory numpy raises a MemoryError that names no key, or the kernel's OOM killer ends
+    the process while the bounds are filled: a typo in a shape must not do either.
+    """
+    memory = physical_memory()
+    if memory is not None and nbytes > memory:
+        raise ValueError(f'{key}: {what} take {nbytes / 1e9:.3g} GB, more than the '
+                         f'{memory / 1e9:.3g} GB of memory this machine has')

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from rtgym_ros.core.validate import check_fits_in_memory
 from rtgym_ros.msgconv.fields import (check_joint_names, check_shape, fields_of, IMAGE,
                                       JOINT_STATE, Leaf, NUMERIC, resolve_all, sequence_length,
                                       value_labels)
@@ -241,6 +242,7 @@ def compile_reader(
     dims = dims or (size,)
     if math.prod(dims) != size:
         raise ValueError(f'{key}: expected shape to hold {size} values, got {list(dims)}')
+    _check_slot_memory(size, np.dtype(np.float32), key=key)
     reader = _NumericReader(msg_type, segments, size=size, shape=dims, nonfinite=nonfinite,
                             range_fields=range_fields)
     reader.labels = value_labels(leaves, seq_length, names)
@@ -248,6 +250,13 @@ def compile_reader(
         reader.joint_names = by_name.joint_names
         reader.joint_fields = tuple(leaf.path for leaf in leaves if leaf.path in JOINT_ARRAYS)
     return reader
+
+
+def _check_slot_memory(size: int, dtype: np.dtype, *, key: str) -> None:
+    """Refuse a slot memory cannot hold: its space's low and high and its value, 3 copies."""
+    check_fits_in_memory(3 * size * dtype.itemsize, key=key,
+                         what=f'{size} values of {dtype}, held 3 times (the observation '
+                              "space's low and high, and the slot's value),")
 
 
 def _segments(leaves: list[Leaf], seq_length: int, by_name: JointIndex | None, *,
@@ -284,4 +293,5 @@ def _compile_image_reader(msg_type: type, fields: Sequence[str], *, key: str,
         raise ValueError(f"{key}: expected nonfinite 'keep' or 'zero' for {IMAGE}, got 'max'")
     decoder = ImageDecoder(shape, encoding, key=key, to_rgb=to_rgb,
                            nan_to_zero=nonfinite == 'zero')
+    _check_slot_memory(decoder.size, decoder.dtype, key=key)
     return _ImageReader(msg_type, decoder)

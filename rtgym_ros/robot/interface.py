@@ -33,16 +33,15 @@ from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from rtgym_ros.core.interface import RealTimeGymInterface
 from rtgym_ros.core.validate import bound_repr
-from rtgym_ros.msgconv.fields import (has_header, IMAGE, JOINT_STATE, JOINT_TRAJECTORY,
-                                      stamp_message)
+from rtgym_ros.msgconv.fields import has_header, IMAGE, JOINT_STATE, stamp_message
 from rtgym_ros.msgconv.image_cdr import decode_image
 from rtgym_ros.msgconv.joint_state_cdr import decode as decode_joint_state
 from rtgym_ros.msgconv.serialized_writer import serialized_writer
 from rtgym_ros.msgconv.type_names import interface_name
 from rtgym_ros.robot.services import build_request, check_response, ServiceCaller
 from rtgym_ros.robot.slots import SignalSlot, Slot, wait_all
-from rtgym_ros.robot.spec import (ActionGroup, ObservationSlotSpec, RobotSpec, ServiceSpec,
-                                  SignalSpec)
+from rtgym_ros.robot.spec import (ActionGroup, check_one_group_per_topic, ObservationSlotSpec,
+                                  RobotSpec, ServiceSpec, SignalSpec)
 from rtgym_ros.ros.clock_reader import ClockReader
 from rtgym_ros.ros.deadline import SIM_TIME_SLACK
 from rtgym_ros.ros.deferred_log import DeferredLog
@@ -173,7 +172,9 @@ class RosInterface(RealTimeGymInterface):
         self._publishers = [node.create_publisher(group.writer.msg_type, group.topic, group.qos,
                                                   event_callbacks=without_default_handlers())
                             for group in self.spec.actions]
-        self._check_one_group_per_topic()
+        # Names that differ in the config may resolve to one (cmd_vel and /r1/cmd_vel).
+        check_one_group_per_topic(self.spec.actions,
+                                  [publisher.topic_name for publisher in self._publishers])
         # A recording keeps the messages sent: they are then built as rclpy messages.
         serialized_actions = self.recorder is None \
             and message_form(ACTION_PUBLISH_VARIABLE) == 'serialized'
@@ -231,26 +232,6 @@ class RosInterface(RealTimeGymInterface):
         self._graph_watch = GraphWatch(node, self._publishers, {
             self._topics[slot.name]: (interface_name(slot.reader.msg_type), slot.spec.qos)
             for slot in self.slots})
-
-    def _check_one_group_per_topic(self) -> None:
-        """
-        Refuse two action groups on one topic (resolved: ``cmd_vel`` may be ``/r1/cmd_vel``).
-
-        Each group publishes a message of its own with the other group's fields left zero:
-        a robot would get ``linear.x = v, angular.z = 0``, then ``linear.x = 0, angular.z = w``.
-        Not for messages that name their joints (JointState, JointTrajectory): a consumer
-        merges those by name.
-        """
-        groups: dict[str, str] = {}
-        for group, publisher in zip(self.spec.actions, self._publishers):
-            if interface_name(group.writer.msg_type) in (JOINT_STATE, JOINT_TRAJECTORY):
-                continue
-            other = groups.setdefault(publisher.topic_name, group.name)
-            if other != group.name:
-                raise ValueError(
-                    f'actions.{other} and actions.{group.name} publish on the same topic '
-                    f'{publisher.topic_name}: each would send a message of its own, the other '
-                    "group's fields left zero; give one group all the fields of that topic")
 
     def _recorded(self, topic: str, msg_type: type, callback: Callable[[Any], None],
                   qos: QoSProfile) -> Callable[[Any], None]:

@@ -19,7 +19,7 @@ from rclpy.expand_topic_name import expand_topic_name
 from rclpy.validate_topic_name import validate_topic_name
 from rtgym_ros.core.config import ACTION_BUFFER_KEY, ROS_DEFAULTS, RTGYM_DEFAULTS
 from rtgym_ros.core.validate import (check_bool, check_choice, check_int, check_number,
-                                     check_vector, short_repr)
+                                     check_string, check_vector, short_repr)
 from rtgym_ros.msgconv.fields import has_header, JOINT_TRAJECTORY
 from rtgym_ros.msgconv.readers import compile_reader, FieldReader
 from rtgym_ros.msgconv.type_names import (interface_name, load_message_type,
@@ -32,9 +32,10 @@ from rtgym_ros.robot.params_file import (COMMAND_LINE, command_line_parameters, 
 from rtgym_ros.robot.qos import qos_from_config
 from rtgym_ros.robot.services import compile_service, ServiceSpec, set_field
 from rtgym_ros.robot.spec import (ACTION_POLICIES, ActionGroup, AGENT_DEFAULTS,
-                                  BOUNDS_POLICIES, LAYOUTS, ObservationSlotSpec,
-                                  ROBOT_DEFAULTS, RobotOptions, RobotSpec, SignalSpec,
-                                  STALE_POLICIES, StaleTruncation, STEPPING, StepSpec)
+                                  BOUNDS_POLICIES, check_one_group_per_topic, LAYOUTS,
+                                  ObservationSlotSpec, ROBOT_DEFAULTS, RobotOptions, RobotSpec,
+                                  SignalSpec, STALE_POLICIES, StaleTruncation, STEPPING,
+                                  StepSpec)
 from rtgym_ros.robot.transforms import compile_transform
 from rtgym_ros.ros.rcl_parameters import rcl_reason
 
@@ -139,8 +140,10 @@ def split_and_check(params: dict[str, Any]) -> tuple[dict[str, Any], RobotSpec]:
     if params.get('truncate_on_stale') is not None:
         options = dataclasses.replace(options, truncate_on_stale=_stale_truncation(
             params['truncate_on_stale'], observations, key='truncate_on_stale'))
+    actions = _groups(params, 'actions', _action_group)
+    check_one_group_per_topic(actions, [group.topic for group in actions])
     spec = RobotSpec(
-        actions=_groups(params, 'actions', _action_group),
+        actions=actions,
         observations=observations,
         reward=_signal(params.get('reward'), key='reward', default_type='std_msgs/msg/Float64',
                        constant=0.0),
@@ -403,7 +406,8 @@ def _signal(value: Any, *, key: str, default_type: str, constant: Any) -> Signal
     if 'function' in value:
         return SignalSpec(function=load_callable(value['function'], key=f'{key}.function'))
     msg_type = load_message_type(value.get('type', default_type), key=f'{key}.type')
-    reader = compile_reader(msg_type, [value.get('field', 'data')], key=key)
+    reader = compile_reader(msg_type, [check_string(value.get('field', 'data'),
+                                                    key=f'{key}.field')], key=key)
     if reader.size != 1:
         raise ValueError(f'{key}.field must hold 1 value, got {reader.size}')
     default = value.get('default', constant)

@@ -11,7 +11,9 @@ import gymnasium.spaces as spaces
 import numpy as np
 from rclpy.qos import QoSProfile
 
+from rtgym_ros.msgconv.fields import JOINT_STATE, JOINT_TRAJECTORY
 from rtgym_ros.msgconv.readers import FieldReader
+from rtgym_ros.msgconv.type_names import interface_name
 from rtgym_ros.msgconv.writers import FieldWriter
 from rtgym_ros.record.config import RecordSpec
 from rtgym_ros.robot.services import ServiceSpec
@@ -185,3 +187,24 @@ class RobotSpec:
             return None
         return np.concatenate([np.full(group.writer.size, np.inf) if group.max_delta is None
                                else group.max_delta for group in self.actions])
+
+
+def check_one_group_per_topic(groups: list[ActionGroup], topics: list[str]) -> None:
+    """
+    Refuse two action groups on one topic (``topics``: each group's, as given or resolved).
+
+    Each group publishes a message of its own with the other group's fields left zero:
+    a robot would get ``linear.x = v, angular.z = 0``, then ``linear.x = 0, angular.z = w``.
+    Not for messages that name their joints (JointState, JointTrajectory): a consumer
+    merges those by name.
+    """
+    seen: dict[str, str] = {}
+    for group, topic in zip(groups, topics):
+        if interface_name(group.writer.msg_type) in (JOINT_STATE, JOINT_TRAJECTORY):
+            continue
+        other = seen.setdefault(topic, group.name)
+        if other != group.name:
+            raise ValueError(
+                f'actions.{other} and actions.{group.name} publish on the same topic '
+                f'{topic}: each would send a message of its own, the other '
+                "group's fields left zero; give one group all the fields of that topic")

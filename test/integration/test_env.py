@@ -504,6 +504,17 @@ def test_bad_config_fails_with_the_key():
         rtgym_ros.RealTimeEnv(dict(DEFAULT_CONFIG_DICT))
 
 
+def test_an_action_buffer_past_memory_fails_with_the_key_and_leaves_no_thread():
+    # Unchecked, the observation space's Tuple alone would take 8 bytes a buffered action.
+    before = {thread.name for thread in threading.enumerate()}
+    with pytest.raises(ValueError, match=r"config\['act_buf_len'\]: 1000000000000 buffered "
+                                         r'actions take .* GB, more than the .* GB of memory'):
+        rtgym_ros.RealTimeEnv(dict(DEFAULT_CONFIG_DICT, interface=CountingInterface,
+                                   act_buf_len=10**12))
+    leftover = {thread.name for thread in threading.enumerate()} - before
+    assert not [name for name in leftover if name.startswith('rtgym_ros')], leftover
+
+
 def test_missing_keys_take_defaults_and_unknown_keys_warn(make_env):
     env = gym.make('rtgym_ros/real-time-gym-v1', config={'interface': CountingInterface},
                    disable_env_checker=True)

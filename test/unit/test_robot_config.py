@@ -475,6 +475,33 @@ ERRORS: dict[str, tuple[Callable[[dict], Any], list[str]]] = {
         lambda p: p.update(reset={'service': 'r', 'type': 'rcl_interfaces/srv/GetParameters',
                                   'request': {'names': [1.0, 2.0]}}),
         ['reset.request.names[0] must be a string']),
+    # sizes past memory: a MemoryError without the key, or the OOM killer, at load
+    'length_past_memory': (
+        lambda p: p.update(observations={'names': ['ranges'], 'ranges': {
+            'topic': 'a', 'type': 'std_msgs/msg/Float32MultiArray', 'field': 'data',
+            'length': 2**62}}),
+        ['observations.ranges', '4611686018427387904 values of float32', 'of memory']),
+    'shape_past_memory': (
+        lambda p: p.update(observations={'names': ['ranges'], 'ranges': {
+            'topic': 'a', 'type': 'std_msgs/msg/Float32MultiArray', 'field': 'data',
+            'shape': [100000, 100000]}}),
+        ['observations.ranges', '10000000000 values of float32', 'of memory']),
+    'image_past_memory': (
+        lambda p: p.update(observations={'names': ['camera'], 'camera': {
+            'topic': 'a', 'type': 'sensor_msgs/msg/Image', 'encoding': 'rgb8',
+            'shape': [1000000, 1000000, 3]}}),
+        ['observations.camera', '3000000000000 values of uint8', 'of memory']),
+    'reward_field_a_number': (
+        lambda p: p.update(reward={'topic': 'r', 'type': 'std_msgs/msg/Float64', 'field': 1.5}),
+        ['reward.field must be a string', '1.5']),
+    'two_groups_on_one_topic': (
+        lambda p: p.update(actions={
+            'names': ['linear', 'angular'],
+            'linear': {'topic': 'cmd_vel', 'type': 'geometry_msgs/msg/Twist',
+                       'field': 'linear.x', 'low': [-1.0], 'high': [1.0]},
+            'angular': {'topic': 'cmd_vel', 'type': 'geometry_msgs/msg/Twist',
+                        'field': 'angular.z', 'low': [-1.0], 'high': [1.0]}}),
+        ['actions.linear and actions.angular publish on the same topic cmd_vel']),
     'transform_past_float32': (
         lambda p: observation(p).update(low=[0.0, 0.0], high=[1.0, 1.0],
                                         transform={'offset': 1.0e39}),
