@@ -8,6 +8,7 @@ nothing is eval'd.
 """
 
 import dataclasses
+import math
 from pathlib import Path
 import sys
 from typing import Any, Callable
@@ -19,7 +20,7 @@ from rclpy.expand_topic_name import expand_topic_name
 from rclpy.validate_topic_name import validate_topic_name
 from rtgym_ros.core.config import ACTION_BUFFER_KEY, ROS_DEFAULTS, RTGYM_DEFAULTS
 from rtgym_ros.core.validate import (check_bool, check_choice, check_int, check_number,
-                                     check_string, check_vector, short_repr)
+                                     check_string, check_vector, is_number, short_repr)
 from rtgym_ros.msgconv.fields import has_header, JOINT_TRAJECTORY
 from rtgym_ros.msgconv.readers import compile_reader, FieldReader
 from rtgym_ros.msgconv.type_names import (interface_name, load_message_type,
@@ -466,8 +467,16 @@ def _step(params: dict, options: RobotOptions, env_config: dict) -> StepSpec | N
                          'that takes a number of simulator steps), got it without')
     if steps_field is not None:
         step_size = check_number(value.get('step_size'), key='step.step_size', above=0.0)
-        set_field(service.service_type.Request(), str(steps_field), 1,
-                  key=f'step.steps_field {steps_field!r}')
+        # A time-step's worth of physics steps must fit the field (a uint8 takes 255); the
+        # duration itself is checked with the env's keys.
+        duration = env_config.get('time_step_duration', RTGYM_DEFAULTS['time_step_duration'])
+        key = f'step.steps_field {steps_field!r}'
+        steps = 1
+        if is_number(duration) and math.isfinite(duration):
+            steps = max(1, math.ceil(duration / step_size - 1e-6))
+            key += (f' (a time-step of {duration:g} s is {steps} steps of step_size '
+                    f'{step_size:g} s)')
+        set_field(service.service_type.Request(), str(steps_field), steps, key=key)
     return StepSpec(service=service, steps_field=steps_field, step_size=step_size)
 
 

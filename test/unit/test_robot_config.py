@@ -465,6 +465,12 @@ ERRORS: dict[str, tuple[Callable[[dict], Any], list[str]]] = {
                            step={'service': 's', 'type': 'std_srvs/srv/Trigger',
                                  'step_size': -5.0}),
         ['step.step_size applies with step.steps_field']),
+    'steps_field_too_small_for_a_time_step': (
+        lambda p: p.update(use_sim_time=True, stepping='lockstep',
+                           step={'service': 's', 'type': 'lifecycle_msgs/srv/ChangeState',
+                                 'steps_field': 'transition.id', 'step_size': 0.0001}),
+        ["step.steps_field 'transition.id'", '500 steps of step_size 0.0001 s',
+         'must be an integer <= 255, got 500']),
     # request arrays: rosidl's setters check nothing here (ROS_PYTHON_CHECK_FIELDS unset), and
     # a fixed-size array given fewer values is serialized with whatever memory follows them
     'request_array_short': (
