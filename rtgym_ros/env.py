@@ -785,8 +785,8 @@ def close_all() -> None:
     One that raises (a second Ctrl-C in its teardown) keeps no other from its safe action:
     the first exception is raised once every env is closed. The loop runs inside the ``try``
     and an env leaves the list once its ``close()`` returned or failed by itself: a Ctrl-C
-    between two closes, or before one began, skips none (a ``close()`` already under way
-    returns at once when called again).
+    (or a SIGTERM's ``SystemExit``) between two closes, or before one began, skips none (a
+    ``close()`` already under way returns at once when called again).
     """
     pending = list(_live_envs)
     failed: BaseException | None = None
@@ -797,8 +797,8 @@ def close_all() -> None:
                 pending.pop()
         except BaseException as error:
             failed = failed or error
-            if not isinstance(error, KeyboardInterrupt):
-                pending.pop()  # its own failure, not a Ctrl-C: it is not tried again
+            if not isinstance(error, (KeyboardInterrupt, SystemExit)):
+                pending.pop()  # its own failure, not a Ctrl-C or SIGTERM: not tried again
     if failed is not None:
         raise failed
 

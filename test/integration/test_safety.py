@@ -166,9 +166,11 @@ def test_ctrl_c_while_envs_close_at_exit_stops_every_robot(spawn, make_env, bloc
     assert gc.get_freeze_count() == 0
 
 
-def test_close_all_closes_an_env_whose_close_a_ctrl_c_cut_off_before_it_began():
-    # A Ctrl-C lands at a call: at an env's close() itself, before its first line ran. That
-    # env has done nothing yet; close_all() calls it again, and closes the others.
+@pytest.mark.parametrize('interruption', [KeyboardInterrupt, SystemExit(143)])
+def test_close_all_closes_an_env_whose_close_a_ctrl_c_cut_off_before_it_began(interruption):
+    # A Ctrl-C (or SIGTERM: rtgym_ros.stop_signal) lands at a call: at an env's close()
+    # itself, before its first line ran. That env has done nothing yet; close_all() calls it
+    # again, and closes the others.
     closed = []
 
     class Closing:
@@ -178,7 +180,7 @@ def test_close_all_closes_an_env_whose_close_a_ctrl_c_cut_off_before_it_began():
         def close(self) -> None:
             if self.interrupted_calls:
                 self.interrupted_calls -= 1
-                raise KeyboardInterrupt
+                raise interruption
             closed.append(self)
             env_module._live_envs.discard(self)
 
@@ -194,7 +196,7 @@ def test_close_all_closes_an_env_whose_close_a_ctrl_c_cut_off_before_it_began():
     try:
         for env in envs:
             env_module._live_envs.add(env)
-        with pytest.raises((KeyboardInterrupt, RuntimeError)):
+        with pytest.raises((KeyboardInterrupt, SystemExit, RuntimeError)):
             env_module.close_all()
         assert sorted(map(id, closed)) == sorted(id(env) for env in envs if env is not failing)
         assert failing.calls == 1
