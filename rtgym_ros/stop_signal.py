@@ -4,12 +4,12 @@ SIGTERM in a plain training script: the robots get their safe action before the 
 Python's default action for SIGTERM (``docker stop``, systemd, a job scheduler, ``timeout``)
 ends the process at once: no ``finally``, no ``atexit``, so no env can send its safe action,
 and a robot without a command timeout of its own keeps the last command. ``rclpy.init()``
-handles SIGTERM in every ROS 2 Python program for this reason; the env's contexts are made
-without rclpy's handlers, which would shut down every context of the process, a user's too.
-So the first env made on the main thread handles it here, where SIGTERM still has its default
-action: the first SIGTERM raises ``SystemExit(143)`` (128 + 15, the shell's code for it) in
-the main thread, ``finally`` blocks and ``atexit`` run, and ``close_all()`` sends each env's
-safe action. The default action comes back with it: a second SIGTERM ends the process at once.
+handles SIGTERM by default for a clean shutdown; the env's contexts are made without rclpy's
+handlers, which are the process's (Ctrl-C stays the user's). So an env made on the main thread
+handles it here, where SIGTERM still has its default action: the first SIGTERM raises
+``SystemExit(143)`` (128 + 15, the shell's code for it) in the main thread, ``finally`` blocks
+and ``atexit`` run, and ``close_all()`` sends each env's safe action. The default action comes
+back with it: a second SIGTERM ends the process at once.
 
 A handler the script set, rclpy's included, is left as it is; an env made on another thread
 cannot set one (Python sets handlers from the main thread only).
