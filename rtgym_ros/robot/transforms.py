@@ -238,7 +238,8 @@ def _select(state: _State, value: Any, *, key: str) -> np.ndarray:
 
 def _window(transform: SlotTransform, state: _State, name: str, value: Any, *,
             key: str) -> None:
-    width = check_int(value, key=key, minimum=1)
+    # A window wider than the values is one window of them all (and stays within an intp).
+    width = min(check_int(value, key=key, minimum=1), max(state.size, 1))
     starts = np.arange(0, state.size, width, dtype=np.intp)
     stops = np.minimum(starts + width, state.size)
     counts = (stops - starts).astype(np.float64)

@@ -100,6 +100,15 @@ def test_a_last_window_may_be_shorter():
     assert transform.labels[-1] == 'mean([8]..[9])'
 
 
+@pytest.mark.parametrize('width', [10, 11, 10**30])
+def test_a_window_as_wide_as_the_values_or_wider_is_one_window(width):
+    transform = compile_transform({'window_min': width}, size=10, low=np.zeros(10),
+                                  high=np.full(10, 2.0), labels=None, key='t')
+    assert transform.size == 1
+    np.testing.assert_allclose(transform.apply(np.arange(10, 0, -1, dtype=np.float32)), [1.0])
+    assert transform.labels == ('min([0]..[9])',)
+
+
 def test_select_then_stride_then_window_then_scale_and_offset(tmp_path):
     # The front half of the scan (beams 270..359 and 0..89), every 2nd beam, minimum of 5,
     # in units of the maximal range, centred.
