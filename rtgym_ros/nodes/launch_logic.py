@@ -73,11 +73,15 @@ def parse_bool(value: str, *, name: str, allow_empty: bool = False) -> bool | No
                      f'got {short_repr(value)}')
 
 
+_INT64_MAX = 2**63 - 1  # a ROS integer parameter; rcl reads a longer one as a double
+
+
 def parse_episodes(value: str) -> int:
     """Read ``episodes``: a decimal integer >= 1 (``2.0`` and ``abc`` are refused)."""
     text = value.strip()
-    if not _DECIMAL.fullmatch(text) or int(text) < 1:
-        raise ValueError(f'episodes must be an integer >= 1, got {short_repr(value)}')
+    if not _DECIMAL.fullmatch(text) or not 1 <= int(text) <= _INT64_MAX:
+        raise ValueError(f'episodes must be an integer >= 1 and <= {_INT64_MAX} (a ROS integer '
+                         f'parameter), got {short_repr(value)}')
     return int(text)
 
 

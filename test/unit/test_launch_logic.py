@@ -19,14 +19,18 @@ SIM_DEMO_DEFAULTS = {'use_sim_time': 'false', 'real_time_factor': '1.0', 'namesp
 
 
 @pytest.mark.parametrize('value, expected', [
-    ('1', 1), ('3', 3), (' 12 ', 12), ('007', 7)])
+    ('1', 1), ('3', 3), (' 12 ', 12), ('007', 7),
+    ('9223372036854775807', 9223372036854775807)])
 def test_episodes_takes_decimal_integers_from_one(value, expected):
     assert parse_episodes(value) == expected
 
 
-@pytest.mark.parametrize('value', ['abc', '2.0', '0', '-1', '', '1e3', '3 episodes', '0x10'])
+@pytest.mark.parametrize('value', ['abc', '2.0', '0', '-1', '', '1e3', '3 episodes', '0x10',
+                                   '9223372036854775808'])
 def test_episodes_refuses_what_is_not_an_integer_from_one(value):
-    with pytest.raises(ValueError, match=r'^episodes must be an integer >= 1, got '):
+    with pytest.raises(ValueError, match=r'^episodes must be an integer >= 1 and <= '
+                                         r'9223372036854775807 \(a ROS integer parameter\), '
+                                         r'got '):
         parse_episodes(value)
 
 
