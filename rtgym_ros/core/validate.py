@@ -122,9 +122,10 @@ def check_vector(value: Any, *, key: str, size: int | None = None, finite: bool 
 def physical_memory() -> int | None:
     """Return the bytes of memory this machine has, or None where the OS does not say."""
     try:
-        return os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES')
+        page_size, pages = os.sysconf('SC_PAGE_SIZE'), os.sysconf('SC_PHYS_PAGES')
     except (AttributeError, OSError, ValueError):
         return None
+    return page_size * pages if page_size > 0 and pages > 0 else None  # -1: indeterminate
 
 
 def check_fits_in_memory(nbytes: int, *, key: str, what: str) -> None:

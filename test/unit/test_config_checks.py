@@ -3,8 +3,9 @@
 from dummy_interfaces import CountingInterface
 import numpy as np
 import pytest
+from rtgym_ros.core import validate
 from rtgym_ros.core.config import BOOL_KEYS, DEFAULT_CONFIG_DICT, resolve_config
-from rtgym_ros.core.validate import check_bool, short_repr
+from rtgym_ros.core.validate import check_bool, check_fits_in_memory, short_repr
 from rtgym_ros.ros.deadline import LAST_STRETCH
 from rtgym_ros.ros.runtime import check_node_name
 
@@ -95,3 +96,21 @@ def test_a_name_ros_refuses_fails_with_the_key_before_any_node(key, value):
                                          rf'got {value!r}: Invalid'):
         check_node_name(names['node_name'], names['namespace'])
     check_node_name('rtgym_env_2', 'robots/r1')  # a relative namespace goes under /
+
+
+def test_a_size_past_memory_is_refused_with_the_key():
+    memory = validate.physical_memory()
+    assert memory is not None and memory > 0
+    check_fits_in_memory(memory, key='k', what='values')
+    with pytest.raises(ValueError, match=r'^k: values take .* GB, more than the .* GB of memory'):
+        check_fits_in_memory(memory + 1, key='k', what='values')
+
+
+@pytest.mark.parametrize('pages', [-1, 0])
+def test_memory_the_os_cannot_tell_refuses_nothing(monkeypatch, pages):
+    # sysconf answers -1 for a value it cannot determine: no size is past an unknown memory.
+    real = validate.os.sysconf
+    monkeypatch.setattr(validate.os, 'sysconf',
+                        lambda name: pages if name == 'SC_PHYS_PAGES' else real(name))
+    assert validate.physical_memory() is None
+    check_fits_in_memory(10**30, key='k', what='values')
