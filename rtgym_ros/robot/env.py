@@ -259,7 +259,7 @@ class RosEnv(RealTimeEnv):
                 (target + self._max_delta).astype(np.float32))
 
     def _safe_action_sent(self, values: np.ndarray) -> None:
-        """Any thread: the robot got its safe action; the next change counts from it."""
+        """Any thread: the robot gets its safe action; the next change counts from it."""
         self._reference = self._sent = _frozen(values)
 
     def _pause_interface(self) -> None:

@@ -130,7 +130,8 @@ class RosInterface(RealTimeGymInterface):
         self._target_lock = threading.Lock()
         self.last_action_time = -np.inf
         self.on_safe_action: Callable[[np.ndarray], None] | None = None
-        """Called with each safe action ``send_safe_action_now`` published, on its thread."""
+        """Called with each safe action ``send_safe_action_now`` publishes, on its thread,
+        just before it is published."""
         self.slots: list[Slot] = []
         self._publishers: list = []
         self._encoders: list = []  # per action group: a SerializedWriter, or None (messages)
@@ -334,15 +335,25 @@ class RosInterface(RealTimeGymInterface):
             return False
         held = self.last_action
         values = self.get_safe_action(safe_action, last=held)
+        self._safe_action_known(values)
         sent, replaced = self._publish(values)
         if self._holds:
             newer = self.last_action if self.last_action is not sent else replaced
             if newer is not held:
                 values = self.get_safe_action(safe_action, last=newer)
+                self._safe_action_known(values)
                 self._publish(values)
+        return True
+
+    def _safe_action_known(self, values: np.ndarray) -> None:
+        """
+        Tell ``on_safe_action`` of the safe action before it is published.
+
+        A step() that the robot's stop came before must count from the safe action
+        (max_delta), however late this thread runs on after the publication.
+        """
         if self.on_safe_action is not None:
             self.on_safe_action(values)
-        return True
 
     def linger_for_delivery(self, bound: float) -> None:
         """

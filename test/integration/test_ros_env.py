@@ -610,6 +610,35 @@ def test_max_delta_counts_each_limited_action_once(spawn, make_env):
     assert env.unwrapped.rate_limited_actions == 20
 
 
+def test_max_delta_counts_from_a_safe_action_from_before_it_is_published(spawn, make_env):
+    # The robot may get the stop, and the agent step again, before the stopping thread runs
+    # on (a loaded CI run): that step must already count from the safe action.
+    robot = spawn()
+    env = _rate_limited_env(robot, make_env, action_policy='reject', watchdog_timeout=30.0)
+    inner = env.unwrapped
+    env.reset()
+    for a in (0.375, 0.625):
+        env.step(act(a))
+    robot.wait_last(0.625)
+    interface = inner.interface
+    publish = interface._publish
+    references = []
+
+    def publish_noting_the_reference(values):
+        references.append(float(inner._reference[0]))
+        return publish(values)
+
+    interface._publish = publish_noting_the_reference
+    try:
+        inner._stop_robot()  # as the watchdog does
+    finally:
+        interface._publish = publish
+    robot.wait_last(DEFAULT)
+    assert references == [DEFAULT], references
+    with pytest.raises(ValueError, match='max_delta'):
+        env.step(act(0.625))
+
+
 def test_max_delta_counts_from_a_safe_action_sent_after_the_check(spawn, make_env):
     robot = spawn()
     env = _rate_limited_env(robot, make_env, watchdog_timeout=30.0)  # only the test stops it
