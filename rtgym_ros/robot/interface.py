@@ -17,7 +17,6 @@ takes rclpy messages instead. Actions go out as serialized bytes packed into a t
 ``RTGYM_ROS_ACTION_PUBLISH=message`` publishes rclpy messages.
 """
 
-import math
 import os
 import threading
 import time
@@ -41,7 +40,7 @@ from rtgym_ros.msgconv.type_names import interface_name
 from rtgym_ros.robot.services import build_request, check_response, ServiceCaller
 from rtgym_ros.robot.slots import SignalSlot, Slot, wait_all
 from rtgym_ros.robot.spec import (ActionGroup, check_one_group_per_topic, ObservationSlotSpec,
-                                  RobotSpec, ServiceSpec, SignalSpec)
+                                  physics_steps, RobotSpec, ServiceSpec, SignalSpec)
 from rtgym_ros.ros.clock_reader import ClockReader
 from rtgym_ros.ros.deadline import SIM_TIME_SLACK
 from rtgym_ros.ros.deferred_log import DeferredLog
@@ -936,7 +935,7 @@ class RosInterface(RealTimeGymInterface):
             self._services.wait_until(client.service_is_ready, step.service.timeout)
         fields = {}
         if step.steps_field is not None:
-            fields[step.steps_field] = max(1, math.ceil(remaining / step.step_size - 1e-6))
+            fields[step.steps_field] = physics_steps(remaining, step.step_size)
         request = build_request(step.service.service_type, {**step.service.request, **fields},
                                 key='step.request')
         self._step_asked = (target, fields.get(step.steps_field))

@@ -34,9 +34,9 @@ from rtgym_ros.robot.qos import qos_from_config
 from rtgym_ros.robot.services import compile_service, ServiceSpec, set_field
 from rtgym_ros.robot.spec import (ACTION_POLICIES, ActionGroup, AGENT_DEFAULTS,
                                   BOUNDS_POLICIES, check_one_group_per_topic, LAYOUTS,
-                                  ObservationSlotSpec, ROBOT_DEFAULTS, RobotOptions, RobotSpec,
-                                  SignalSpec, STALE_POLICIES, StaleTruncation, STEPPING,
-                                  StepSpec)
+                                  ObservationSlotSpec, physics_steps, ROBOT_DEFAULTS,
+                                  RobotOptions, RobotSpec, SignalSpec, STALE_POLICIES,
+                                  StaleTruncation, STEPPING, StepSpec)
 from rtgym_ros.robot.transforms import compile_transform
 from rtgym_ros.ros.rcl_parameters import rcl_reason
 
@@ -473,7 +473,7 @@ def _step(params: dict, options: RobotOptions, env_config: dict) -> StepSpec | N
         key = f'step.steps_field {steps_field!r}'
         steps = 1
         if is_number(duration) and math.isfinite(duration):
-            steps = max(1, math.ceil(duration / step_size - 1e-6))
+            steps = physics_steps(duration, step_size)
             key += (f' (a time-step of {duration:g} s is {steps} steps of step_size '
                     f'{step_size:g} s)')
         set_field(service.service_type.Request(), str(steps_field), steps, key=key)

@@ -5,6 +5,7 @@ Everything here is checked already: an interface or env reading a spec never val
 """
 
 from dataclasses import dataclass, field
+import math
 from typing import Any, Callable
 
 import gymnasium.spaces as spaces
@@ -149,6 +150,15 @@ class StepSpec:
     """Request field set to ``ceil(duration / step_size)`` (gz: world_control.multi_step)."""
     step_size: float | None = None
     """The simulator's physics step (s), for ``steps_field``."""
+
+
+def physics_steps(duration: float, step_size: float) -> int:
+    """
+    Count the simulator steps that cover ``duration``.
+
+    At least one; a float's rounding (0.07 / 0.01 = 7.000000000000001) asks for no step more.
+    """
+    return max(1, math.ceil(duration / step_size - 1e-6))
 
 
 @dataclass

@@ -22,6 +22,7 @@ from rtgym_ros.robot.env import RosEnv
 from rtgym_ros.robot.interface import RosInterface
 from rtgym_ros.robot.loader import load_robot_config, RobotSpec
 from rtgym_ros.robot.qos import PRESETS
+from rtgym_ros.robot.spec import physics_steps
 import yaml
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / 'config'
@@ -776,3 +777,13 @@ def test_one_bound_per_element_of_a_shaped_slot_in_row_major_order(tmp_path):
         'shape': [2, 3], 'low': [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], 'high': [9.0]})
     assert grid.space.shape == (2, 3)
     assert grid.space.low.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+
+
+@pytest.mark.parametrize('duration, step_size, steps', [
+    (0.07, 0.01, 7),      # 7.000000000000001 in floats: not 8
+    (0.05, 0.001, 50),
+    (0.0105, 0.001, 11),  # a part step is one more
+    (0.0001, 0.001, 1),   # less than one step still advances one
+])
+def test_physics_steps_cover_the_duration_without_a_rounding_step(duration, step_size, steps):
+    assert physics_steps(duration, step_size) == steps
