@@ -34,7 +34,7 @@ from rtgym_ros.ros.runtime import (check_node_name, NodeNameClaim, RosRuntime,
                                    RuntimeClosedError)
 from rtgym_ros.ros.stall_monitor import StallMonitor
 from rtgym_ros.safe_stop import SafeStop
-from rtgym_ros.stop_signal import stop_robots_on_sigterm
+from rtgym_ros.stop_signal import stop_robots_on_stopping_signals
 
 _CLOSE_TIMEOUT = 1.0  # seconds: bound on each teardown wait, so close() never hangs
 _DELIVERY_LINGER = 0.1  # s the safe action is given to reach the robot before the node goes
@@ -69,7 +69,7 @@ class RealTimeEnv(gymnasium.Env):
         self.render_mode = render_mode
         cfg: EnvConfig = resolve_config(config)
         check_node_name(cfg.node_name, cfg.namespace)
-        stop_robots_on_sigterm()  # before any robot moves: close_all() runs on a SIGTERM
+        stop_robots_on_stopping_signals()  # before any robot moves: close_all() runs on them
         self.config = cfg
         if cfg.time_step_duration > 0.0:
             self.metadata = {**type(self).metadata, 'render_fps': 1.0 / cfg.time_step_duration}

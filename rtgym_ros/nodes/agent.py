@@ -22,7 +22,7 @@ from rtgym_ros.nodes.command_line import (default_text, format_help, ParameterHe
 from rtgym_ros.nodes.episode_logs import action_labels, EpisodeRecord, write_csv, write_plot
 from rtgym_ros.nodes.launch_logic import check_policy
 from rtgym_ros.nodes.policies import make_policy
-from rtgym_ros.nodes.signals import bounded_teardown, ignore_stop_signals
+from rtgym_ros.nodes.signals import bounded_teardown, ignore_stop_signals, stop_signals
 from rtgym_ros.robot.env import RosEnv
 from rtgym_ros.robot.loader import refuse_name_parameters
 from rtgym_ros.robot.spec import AGENT_DEFAULTS
@@ -226,7 +226,10 @@ _stopping = False  # a stop signal came; the first one raised KeyboardInterrupt
 
 def _raise_on_stop_signals() -> None:
     """
-    SIGINT and SIGTERM (ros2 launch, systemd) end the run alike: robot stopped, clean exit.
+    End the run alike on SIGINT, SIGTERM and SIGHUP: robot stopped, clean exit.
+
+    SIGTERM comes from ros2 launch or systemd, SIGHUP from a closed terminal (under ``nohup``
+    it stays ignored).
 
     SIGINT too, as rclpy.init() does: a process started with SIGINT ignored (``agent ... &``
     in a non-interactive shell) would otherwise keep ignoring it. Only the first one raises:
@@ -243,7 +246,7 @@ def _raise_on_stop_signals() -> None:
             _stopping = True
             raise KeyboardInterrupt
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in stop_signals():
         signal.signal(signum, handler)
 
 

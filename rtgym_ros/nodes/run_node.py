@@ -15,7 +15,7 @@ import rclpy
 from rclpy.context import Context
 from rclpy.executors import Executor
 from rclpy.signals import SignalHandlerOptions
-from rtgym_ros.nodes.signals import bounded_teardown, ignore_stop_signals, STOP_SIGNALS
+from rtgym_ros.nodes.signals import bounded_teardown, ignore_stop_signals, stop_signals
 from rtgym_ros.ros.spin import SpinThread
 
 
@@ -31,7 +31,7 @@ def run_until_stopped(args: Optional[List[str]], *, name: str,
     rclpy.init(args=args, context=context, signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
-        for signum in STOP_SIGNALS:
+        for signum in stop_signals():
             signal.signal(signum, lambda *_: stop.set())
     node = None
     executor = None

@@ -24,15 +24,27 @@ import threading
 from typing import Iterator
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""What ends a node with a clean stop; and SIGHUP, unless it is ignored (:func:`stop_signals`)."""
 # Seconds a node's whole teardown may take (its steps wait 5 s at most each).
 TEARDOWN_LIMIT = 30.0
 _PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
 
 
+def stop_signals() -> tuple[int, ...]:
+    """
+    Return the signals that stop a node cleanly: SIGINT, SIGTERM, and SIGHUP unless ignored.
+
+    By default a hangup (the terminal or the ssh session of ``ros2 run`` closed) ends the
+    process at once, and the robot keeps its last command; ``nohup`` ignores it on purpose.
+    """
+    hangup = () if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN else (signal.SIGHUP,)
+    return STOP_SIGNALS + hangup
+
+
 def ignore_stop_signals() -> None:
-    """From now on this process is stopping: SIGINT and SIGTERM are ignored."""
+    """From now on this process is stopping: SIGINT, SIGTERM and SIGHUP are ignored."""
     if threading.current_thread() is threading.main_thread():  # else Python refuses
-        for signum in STOP_SIGNALS:
+        for signum in (*STOP_SIGNALS, signal.SIGHUP):
             signal.signal(signum, signal.SIG_IGN)
 
 

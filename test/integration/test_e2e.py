@@ -4,6 +4,7 @@ End to end across processes, over real DDS, on wall time and sim time.
 sim_robot runs in its own process, the ros-v1 env (or the agent console script) in another.
 """
 
+from contextlib import contextmanager
 import itertools
 import math
 import os
@@ -12,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Callable, Iterator
 
 import gymnasium as gym
 import numpy as np
@@ -237,25 +239,54 @@ def _sigint_ignored() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def test_agent_started_with_sigint_ignored_still_stops_on_sigint(tmp_path):
-    # Python keeps an ignored SIGINT ignored; rclpy.init() installs its handler regardless, so
-    # a plain rclpy node started by `agent ... &` in a script stops on kill -INT. The agent
-    # ran on instead (here: to its reset time-out, exit 1).
-    log = tmp_path / 'agent.log'
+def _sighup_ignored() -> None:
+    """Start the child as ``nohup agent ...`` does: SIGHUP ignored."""
+    die_with_parent()
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+@contextmanager
+def _agent_without_a_robot(log: Path,
+                           preexec_fn: Callable[[], None]) -> Iterator[subprocess.Popen]:
+    """Run the agent until its first reset waits (for a robot that never comes)."""
     with open(log, 'wb') as out:
         agent = subprocess.Popen(
             [sys.executable, '-m', 'rtgym_ros.nodes.agent', '--ros-args', '--params-file',
              str(ROBOT_CONFIG), '-r', f'__ns:=/no_robot_{os.getpid()}'],
-            cwd=REPO, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_sigint_ignored)
+            cwd=REPO, stdout=out, stderr=subprocess.STDOUT, preexec_fn=preexec_fn)
     try:
         deadline = time.monotonic() + 60.0
         while 'agent: policy' not in log.read_text():
             assert agent.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)
-        agent.send_signal(signal.SIGINT)
-        assert agent.wait(timeout=30) == 0, log.read_text()
-        assert 'agent: interrupted, stopping the robot' in log.read_text()
+        yield agent
     finally:
         if agent.poll() is None:
             agent.kill()
             agent.wait(5.0)
+
+
+def test_agent_started_with_sigint_ignored_still_stops_on_sigint(tmp_path):
+    # Python keeps an ignored SIGINT ignored; rclpy.init() installs its handler regardless, so
+    # a plain rclpy node started by `agent ... &` in a script stops on kill -INT. The agent
+    # ran on instead (here: to its reset time-out, exit 1).
+    log = tmp_path / 'agent.log'
+    with _agent_without_a_robot(log, _sigint_ignored) as agent:
+        agent.send_signal(signal.SIGINT)
+        assert agent.wait(timeout=30) == 0, log.read_text()
+        assert 'agent: interrupted, stopping the robot' in log.read_text()
+
+
+@pytest.mark.parametrize('nohup', [False, True], ids=['terminal', 'nohup'])
+def test_agent_stops_the_robot_on_a_hangup_unless_started_under_nohup(tmp_path, nohup):
+    # By default SIGHUP (the terminal or ssh session of `ros2 run` closed) ends a process at
+    # once: the robot kept its last command. Under nohup the agent is meant to run on.
+    log = tmp_path / 'agent.log'
+    with _agent_without_a_robot(log, _sighup_ignored if nohup else die_with_parent) as agent:
+        agent.send_signal(signal.SIGHUP)
+        if nohup:
+            time.sleep(1.0)
+            assert agent.poll() is None, log.read_text()
+            agent.send_signal(signal.SIGINT)
+        assert agent.wait(timeout=30) == 0, log.read_text()
+        assert 'agent: interrupted, stopping the robot' in log.read_text()

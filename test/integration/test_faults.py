@@ -92,15 +92,19 @@ def test_sigint_sends_the_default_action(driven):
     assert 'terminate called' not in robot.agent.stderr.read()
 
 
-def test_sigterm_sends_the_default_action_and_exits_143(driven):
-    # Python's default for SIGTERM (docker stop, systemd, timeout) ends a process without
-    # atexit: the env turns the first one into SystemExit(143) in the main thread.
+@pytest.mark.parametrize('signum, code', [(signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+                         ids=['sigterm', 'sighup'])
+def test_a_stopping_signal_sends_the_default_action_and_exits_with_its_code(driven, signum,
+                                                                            code):
+    # Python's default for SIGTERM (docker stop, systemd, timeout) and SIGHUP (the script's
+    # terminal closed) ends a process without atexit: the env turns the first one into
+    # SystemExit(128 + signum) in the main thread.
     robot = driven()
     since = time.monotonic()
-    robot.agent.send_signal(signal.SIGTERM)
+    robot.agent.send_signal(signum)
     robot.wait_effort(lambda effort: effort == 0.0, since=since, timeout=5.0,
-                      what='zero effort after SIGTERM')
-    assert robot.agent.wait(timeout=10) == 143, robot.agent_output()
+                      what=f'zero effort after {signal.Signals(signum).name}')
+    assert robot.agent.wait(timeout=10) == code, robot.agent_output()
 
 
 def test_exception_in_training_loop_sends_the_default_action(driven):

@@ -269,15 +269,17 @@ def test_physics_on_a_ros_timer_applies_commands_and_stops_cleanly(probe, log_di
     assert 'terminate called' not in output and 'Traceback' not in output, output
 
 
-def test_second_sigint_during_teardown_is_harmless(probe, log_dir):
+@pytest.mark.parametrize('signum', [signal.SIGINT, signal.SIGHUP], ids=['sigint', 'sighup'])
+def test_second_stop_signal_during_teardown_is_harmless(probe, log_dir, signum):
     # Under ros2 launch a terminal's Ctrl-C arrives twice: from the terminal and from launch.
+    # A closed terminal's SIGHUP stops the node as cleanly (its default would kill it).
     sim = SimProcess(log_dir)
     states = Recorder(probe, JointState, f'{sim.ns}/pendulum/joint_states')
     try:
         states.wait_for(lambda m: True, since=0.0, timeout=30.0, what='a first JointState')
-        sim.proc.send_signal(signal.SIGINT)
+        sim.proc.send_signal(signum)
         time.sleep(0.02)
-        code, seconds = sim.stop(signal.SIGINT)
+        code, seconds = sim.stop(signum)
     finally:
         probe.node.destroy_subscription(states.sub)
         sim.stop(signal.SIGKILL)

@@ -39,14 +39,15 @@ _names = itertools.count()
 
 def die_with_parent() -> None:
     """
-    Prepare a child process of a test: SIGTERM when the test dies, SIGINT as from a terminal.
+    Prepare a test's child process: SIGTERM when the test dies; SIGINT, SIGHUP as from a tty.
 
-    A test run started in the background by a non-interactive shell ignores SIGINT, and
-    children inherit that: Python would then install no KeyboardInterrupt, and a test of what
-    Ctrl-C does would test nothing.
+    A test run started in the background by a non-interactive shell ignores SIGINT (and under
+    ``nohup`` SIGHUP), and children inherit that: Python would then install no
+    KeyboardInterrupt, and a test of what Ctrl-C or a hangup does would test nothing.
     """
     signals.die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float,

@@ -1,4 +1,4 @@
-"""SIGTERM in a plain script becomes SystemExit(143) once, where nothing else handles it."""
+"""SIGTERM and SIGHUP in a plain script: SystemExit(128 + n) once, where nothing handles them."""
 
 import subprocess
 import sys
@@ -7,46 +7,62 @@ import pytest
 
 CASES = {
     'default action: handled once, then the default again': """
-        assert stop_robots_on_sigterm()
-        try:
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(5.0)
-        except SystemExit as exit:
-            assert exit.code == 143, exit.code
-        else:
-            raise AssertionError('no SystemExit')
-        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
-        assert stop_robots_on_sigterm()  # a later env sets it again
+        assert stop_robots_on_stopping_signals() == (signal.SIGTERM, signal.SIGHUP)
+        for signum, code in ((signal.SIGTERM, 143), (signal.SIGHUP, 129)):
+            try:
+                os.kill(os.getpid(), signum)
+                time.sleep(5.0)
+            except SystemExit as exit:
+                assert exit.code == code, (signum, exit.code)
+            else:
+                raise AssertionError(f'no SystemExit for {signum}')
+            assert signal.getsignal(signum) is signal.SIG_DFL
+        assert stop_robots_on_stopping_signals() == (signal.SIGTERM, signal.SIGHUP)  # again
     """,
     "the script's own handler is left alone": """
         def mine(signum, frame):
             pass
         signal.signal(signal.SIGTERM, mine)
-        assert not stop_robots_on_sigterm()
+        assert stop_robots_on_stopping_signals() == (signal.SIGHUP,)
         assert signal.getsignal(signal.SIGTERM) is mine
     """,
     "rclpy's handler is left alone": """
         from rclpy.signals import install_signal_handlers, SignalHandlerOptions
         install_signal_handlers(SignalHandlerOptions.SIGTERM)
-        assert not stop_robots_on_sigterm()
+        assert stop_robots_on_stopping_signals() == (signal.SIGHUP,)
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # Python's record of it
+    """,
+    'an ignored hangup (nohup) is left ignored': """
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        assert stop_robots_on_stopping_signals() == (signal.SIGTERM,)
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(0.1)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
     """,
     'not from another thread': """
         results = []
-        thread = threading.Thread(target=lambda: results.append(stop_robots_on_sigterm()))
+        thread = threading.Thread(
+            target=lambda: results.append(stop_robots_on_stopping_signals()))
         thread.start()
         thread.join()
-        assert results == [False]
+        assert results == [()]
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+    """,
+    "a node's stop signals: SIGHUP unless ignored": """
+        from rtgym_ros.nodes.signals import stop_signals
+        assert stop_signals() == (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        assert stop_signals() == (signal.SIGINT, signal.SIGTERM)
     """,
 }
 
 
 @pytest.mark.parametrize('case', sorted(CASES))
-def test_sigterm_handling(case):
+def test_stopping_signal_handling(case):
     body = '\n'.join(line[8:] for line in CASES[case].splitlines())
     code = ('import os, signal, threading, time\n'
-            'from rtgym_ros.stop_signal import stop_robots_on_sigterm\n' + body)
+            'from rtgym_ros.stop_signal import stop_robots_on_stopping_signals\n' + body)
     result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0, result.stderr
