@@ -62,7 +62,9 @@ CASES = {
 def test_stopping_signal_handling(case):
     body = '\n'.join(line[8:] for line in CASES[case].splitlines())
     code = ('import os, signal, threading, time\n'
-            'from rtgym_ros.stop_signal import stop_robots_on_stopping_signals\n' + body)
+            'from rtgym_ros.stop_signal import stop_robots_on_stopping_signals\n'
+            # as from a terminal: a test run under nohup passes SIGHUP ignored to its children
+            'signal.signal(signal.SIGHUP, signal.SIG_DFL)\n' + body)
     result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0, result.stderr
