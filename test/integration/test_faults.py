@@ -5,9 +5,13 @@ The sim reports the effort it applies in JointState.effort. Its own command time
 long (30 s) unless the test is about it, so a zero effort proves the env sent the default.
 """
 
+import fcntl
+import os
+import pty
 import signal
 import subprocess
 import sys
+import termios
 import time
 
 import pytest
@@ -26,18 +30,43 @@ def log_dir(tmp_path):
 class Driven:
     """A sim, an agent process driving it with TORQUE, and the effort the sim applies."""
 
-    def __init__(self, probe: Probe, log_dir, mode: str, command_timeout: float) -> None:
+    def __init__(self, probe: Probe, log_dir, mode: str, command_timeout: float, *,
+                 terminal: bool = False) -> None:
         self.sim = SimProcess(log_dir, 'initial_state:=[3.14159, 0.0]',
                               f'command_timeout:={command_timeout}')
         self.states = Recorder(probe, JointState, f'{self.sim.ns}/pendulum/joint_states')
+        self.terminal: int | None = None
+        """The master side of the agent's controlling terminal (``terminal``), else None."""
+        output: dict = {'stdout': subprocess.PIPE, 'stderr': subprocess.PIPE}
+        start = die_with_parent
+        if terminal:
+            self.terminal, tty = pty.openpty()
+            output = {'stdout': tty, 'stderr': tty}
+            start = _in_a_terminal
         self.agent = subprocess.Popen(
             [sys.executable, str(REPO / 'test' / 'support' / 'stepping_agent.py'), self.sim.ns,
              str(TORQUE), mode], cwd=REPO, env=dict(CHILD_ENV, PYTHONFAULTHANDLER='1'),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
-        assert self.agent.stdout.readline().strip() == 'STEPPING', self.agent_output()
+            stdin=subprocess.PIPE, text=True, preexec_fn=start, **output)
+        if terminal:
+            os.close(tty)
+        first = self._terminal_line() if terminal else self.agent.stdout.readline()
+        assert first.strip() == 'STEPPING', self.agent_output()
         self.wait_effort(lambda effort: effort == pytest.approx(TORQUE), timeout=5.0,
                          what='the sim applying the agent torque')
+
+    def _terminal_line(self) -> str:
+        line = b''
+        while not line.endswith(b'\n'):
+            try:
+                line += os.read(self.terminal, 1)
+            except OSError:  # EIO: the agent is gone, and the terminal with it
+                break
+        return line.decode(errors='replace')
+
+    def hang_up(self) -> None:
+        """Close the agent's terminal: the kernel sends SIGHUP to its session."""
+        os.close(self.terminal)
+        self.terminal = None
 
     def tell(self) -> float:
         """Tell the agent to raise or stall (its mode); return the wall time it was told."""
@@ -55,21 +84,33 @@ class Driven:
     def agent_output(self) -> str:
         if self.agent.poll() is None:
             return '(agent still running)'
+        if self.agent.stdout is None:  # a terminal, read up to its hangup
+            return '(on a terminal)'
         return self.agent.stdout.read() + self.agent.stderr.read()
 
     def stop(self) -> None:
         if self.agent.poll() is None:
             self.agent.kill()
         self.agent.wait(timeout=10)
+        if self.terminal is not None:
+            os.close(self.terminal)
         self.sim.stop()
+
+
+def _in_a_terminal() -> None:
+    """Start the agent as a shell in a terminal does: its own session, the terminal its own."""
+    die_with_parent()
+    os.setsid()
+    fcntl.ioctl(1, termios.TIOCSCTTY, 0)  # stdout: the terminal's other side
 
 
 @pytest.fixture
 def driven(probe, log_dir):
     made = []
 
-    def start(mode: str = 'run', *, command_timeout: float = 30.0) -> Driven:
-        made.append(Driven(probe, log_dir, mode, command_timeout))
+    def start(mode: str = 'run', *, command_timeout: float = 30.0,
+              terminal: bool = False) -> Driven:
+        made.append(Driven(probe, log_dir, mode, command_timeout, terminal=terminal))
         return made[-1]
 
     yield start
@@ -105,6 +146,17 @@ def test_a_stopping_signal_sends_the_default_action_and_exits_with_its_code(driv
     robot.wait_effort(lambda effort: effort == 0.0, since=since, timeout=5.0,
                       what=f'zero effort after {signal.Signals(signum).name}')
     assert robot.agent.wait(timeout=10) == code, robot.agent_output()
+
+
+def test_a_closed_terminal_sends_the_default_action(driven):
+    # The script's terminal (or ssh session) goes away: the kernel hangs up its session, and
+    # every write to the terminal fails from then on (EIO) while the env closes.
+    robot = driven(terminal=True)
+    since = time.monotonic()
+    robot.hang_up()
+    robot.wait_effort(lambda effort: effort == 0.0, since=since, timeout=5.0,
+                      what='zero effort after the terminal closed')
+    assert robot.agent.wait(timeout=10) == 129
 
 
 def test_exception_in_training_loop_sends_the_default_action(driven):
