@@ -22,7 +22,8 @@ from rtgym_ros.nodes.command_line import (default_text, format_help, ParameterHe
 from rtgym_ros.nodes.episode_logs import action_labels, EpisodeRecord, write_csv, write_plot
 from rtgym_ros.nodes.launch_logic import check_policy
 from rtgym_ros.nodes.policies import make_policy
-from rtgym_ros.nodes.signals import bounded_teardown, ignore_stop_signals, stop_signals
+from rtgym_ros.nodes.signals import (bounded_teardown, ignore_stop_signals,
+                                     silence_a_hung_up_terminal, stop_signals)
 from rtgym_ros.robot.env import RosEnv
 from rtgym_ros.robot.loader import refuse_name_parameters
 from rtgym_ros.robot.spec import AGENT_DEFAULTS
@@ -242,6 +243,8 @@ def _raise_on_stop_signals() -> None:
 
     def handler(signum: int, frame: Any) -> None:
         global _stopping
+        if signum == signal.SIGHUP:
+            silence_a_hung_up_terminal()  # the stop's messages must not fail on their way
         if not _stopping:
             _stopping = True
             raise KeyboardInterrupt

@@ -5,18 +5,16 @@ The sim reports the effort it applies in JointState.effort. Its own command time
 long (30 s) unless the test is about it, so a zero effort proves the env sent the default.
 """
 
-import fcntl
 import os
 import pty
 import signal
 import subprocess
 import sys
-import termios
 import time
 
 import pytest
-from ros_probe import (CHILD_ENV, die_with_parent, Probe, Recorder, REPO, SimProcess,
-                       wait_until)
+from ros_probe import (CHILD_ENV, die_with_parent, in_a_terminal, Probe, read_terminal_until,
+                       Recorder, REPO, SimProcess, wait_until)
 from sensor_msgs.msg import JointState
 
 TORQUE = 1.5
@@ -42,26 +40,18 @@ class Driven:
         if terminal:
             self.terminal, tty = pty.openpty()
             output = {'stdout': tty, 'stderr': tty}
-            start = _in_a_terminal
+            start = in_a_terminal
         self.agent = subprocess.Popen(
             [sys.executable, str(REPO / 'test' / 'support' / 'stepping_agent.py'), self.sim.ns,
              str(TORQUE), mode], cwd=REPO, env=dict(CHILD_ENV, PYTHONFAULTHANDLER='1'),
             stdin=subprocess.PIPE, text=True, preexec_fn=start, **output)
         if terminal:
             os.close(tty)
-        first = self._terminal_line() if terminal else self.agent.stdout.readline()
-        assert first.strip() == 'STEPPING', self.agent_output()
+            read_terminal_until(self.terminal, 'STEPPING', timeout=60.0)
+        else:
+            assert self.agent.stdout.readline().strip() == 'STEPPING', self.agent_output()
         self.wait_effort(lambda effort: effort == pytest.approx(TORQUE), timeout=5.0,
                          what='the sim applying the agent torque')
-
-    def _terminal_line(self) -> str:
-        line = b''
-        while not line.endswith(b'\n'):
-            try:
-                line += os.read(self.terminal, 1)
-            except OSError:  # EIO: the agent is gone, and the terminal with it
-                break
-        return line.decode(errors='replace')
 
     def hang_up(self) -> None:
         """Close the agent's terminal: the kernel sends SIGHUP to its session."""
@@ -95,13 +85,6 @@ class Driven:
         if self.terminal is not None:
             os.close(self.terminal)
         self.sim.stop()
-
-
-def _in_a_terminal() -> None:
-    """Start the agent as a shell in a terminal does: its own session, the terminal its own."""
-    die_with_parent()
-    os.setsid()
-    fcntl.ioctl(1, termios.TIOCSCTTY, 0)  # stdout: the terminal's other side
 
 
 @pytest.fixture

@@ -4,12 +4,15 @@ Test-side ROS helpers: a probe node in its own context, message recorders, a sim
 Shared by the tests that talk to other processes over real DDS.
 """
 
+import fcntl
 import itertools
 import os
 from pathlib import Path
+import select
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 import traceback
@@ -48,6 +51,33 @@ def die_with_parent() -> None:
     signals.die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def in_a_terminal() -> None:
+    """
+    Start a child as a shell in a terminal starts it (``preexec_fn``).
+
+    Its stdout is the slave side of a pty: the child gets a session of its own, with that
+    terminal as its controlling one, so closing the master side hangs the session up.
+    """
+    die_with_parent()
+    os.setsid()
+    fcntl.ioctl(1, termios.TIOCSCTTY, 0)
+
+
+def read_terminal_until(terminal: int, text: str, *, timeout: float) -> str:
+    """Read the master side of a pty until ``text`` shows; return what was read."""
+    deadline = time.monotonic() + timeout
+    seen = b''
+    while text.encode() not in seen:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([terminal], [], [], left)[0]:
+            raise AssertionError(f'no {text!r} on the terminal within {timeout} s: {seen!r}')
+        try:
+            seen += os.read(terminal, 4096)
+        except OSError:  # EIO: the child and the terminal with it are gone
+            raise AssertionError(f'the terminal closed before {text!r}: {seen!r}') from None
+    return seen.decode(errors='replace')
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float,
