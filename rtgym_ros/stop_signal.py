@@ -10,14 +10,18 @@ handlers, which are the process's (Ctrl-C stays the user's). So an env made on t
 handles each of the two here, where it still has its default action: the first one raises
 ``SystemExit(128 + signum)`` (143, 129: the shell's codes for them) in the main thread,
 ``finally`` blocks and ``atexit`` run, and ``close_all()`` sends each env's safe action. The
-default action comes back with it: a second one ends the process at once.
+default action comes back with it: a second one ends the process at once. After a real hangup
+the terminal's stdout and stderr go to /dev/null, where every write would fail (EIO).
 
 A handler the script set, rclpy's included, is left as it is, and so is an ignored SIGHUP
 (``nohup``: the script is meant to outlive its terminal). An env made on another thread cannot
 set one (Python sets handlers from the main thread only).
 """
 
+import errno
+import os
 import signal
+import termios
 import threading
 from typing import Any
 
@@ -59,4 +63,24 @@ def _rclpy_handles(signum: int) -> bool:
 
 def _exit_on_signal(signum: int, frame: Any) -> None:
     signal.signal(signum, signal.SIG_DFL)  # a second one ends the process at once
+    if signum == signal.SIGHUP:
+        silence_a_hung_up_terminal()  # the script's last words must not fail on their way
     raise SystemExit(exit_code(signum))
+
+
+def silence_a_hung_up_terminal() -> None:
+    """
+    Send stdout and stderr to /dev/null where they are a terminal that hung up.
+
+    Once the terminal (or ssh session) is gone, every write to it fails with EIO: the messages
+    of a clean stop, and Python's last flush, would raise on their way out. A ``kill -HUP``
+    leaves a live terminal as it is.
+    """
+    for fd in (1, 2):
+        try:
+            termios.tcgetattr(fd)
+        except termios.error as error:  # ENOTTY: a pipe or a file; EBADF: closed
+            if error.args[0] == errno.EIO:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, fd)
+                os.close(devnull)

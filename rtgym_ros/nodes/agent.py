@@ -22,12 +22,12 @@ from rtgym_ros.nodes.command_line import (default_text, format_help, ParameterHe
 from rtgym_ros.nodes.episode_logs import action_labels, EpisodeRecord, write_csv, write_plot
 from rtgym_ros.nodes.launch_logic import check_policy
 from rtgym_ros.nodes.policies import make_policy
-from rtgym_ros.nodes.signals import (bounded_teardown, ignore_stop_signals,
-                                     silence_a_hung_up_terminal, stop_signals)
+from rtgym_ros.nodes.signals import bounded_teardown, ignore_stop_signals, stop_signals
 from rtgym_ros.robot.env import RosEnv
 from rtgym_ros.robot.loader import refuse_name_parameters
 from rtgym_ros.robot.spec import AGENT_DEFAULTS
 from rtgym_ros.ros.parameters import ParametersUnreadable, read_node_parameters
+from rtgym_ros.stop_signal import silence_a_hung_up_terminal
 
 # The agent's own parameters; their defaults are AGENT_DEFAULTS.
 DESCRIPTIONS = {

@@ -17,12 +17,9 @@ example) take its children down with it.
 
 from contextlib import contextmanager
 import ctypes
-import errno
 import faulthandler
-import os
 import signal
 import sys
-import termios
 import threading
 from typing import Iterator
 
@@ -42,24 +39,6 @@ def stop_signals() -> tuple[int, ...]:
     """
     hangup = () if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN else (signal.SIGHUP,)
     return STOP_SIGNALS + hangup
-
-
-def silence_a_hung_up_terminal() -> None:
-    """
-    Send stdout and stderr to /dev/null where they are a terminal that hung up.
-
-    Once the terminal (or ssh session) is gone, every write to it fails with EIO: the messages
-    of a clean stop, and Python's last flush, would raise on their way out. A ``kill -HUP``
-    leaves a live terminal as it is.
-    """
-    for fd in (1, 2):
-        try:
-            termios.tcgetattr(fd)
-        except termios.error as error:  # ENOTTY: a pipe or a file; EBADF: closed
-            if error.args[0] == errno.EIO:
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, fd)
-                os.close(devnull)
 
 
 def ignore_stop_signals() -> None:

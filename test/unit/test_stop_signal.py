@@ -1,9 +1,12 @@
 """SIGTERM and SIGHUP in a plain script: SystemExit(128 + n) once, where nothing handles them."""
 
+import os
+import pty
 import subprocess
 import sys
 
 import pytest
+from ros_probe import in_a_terminal, read_terminal_until
 
 CASES = {
     'default action: handled once, then the default again': """
@@ -68,3 +71,31 @@ def test_stopping_signal_handling(case):
     result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_script_whose_terminal_closes_exits_129_though_it_prints_on_its_way():
+    # Once the terminal is gone every write to it fails (EIO): the script's last print raised
+    # OSError in its finally, and the process exited 1.
+    code = ('import time\n'
+            'from rtgym_ros.stop_signal import stop_robots_on_stopping_signals\n'
+            'stop_robots_on_stopping_signals()\n'
+            "print('ready', flush=True)\n"
+            'try:\n'
+            '    time.sleep(30)\n'
+            'finally:\n'
+            "    print('closing', flush=True)\n")
+    terminal, tty = pty.openpty()
+    script = subprocess.Popen([sys.executable, '-c', code], stdin=subprocess.DEVNULL,
+                              stdout=tty, stderr=tty, preexec_fn=in_a_terminal)
+    os.close(tty)
+    try:
+        read_terminal_until(terminal, 'ready', timeout=30.0)
+        os.close(terminal)
+        terminal = None
+        assert script.wait(timeout=30) == 129
+    finally:
+        if script.poll() is None:
+            script.kill()
+            script.wait(5.0)
+        if terminal is not None:
+            os.close(terminal)
