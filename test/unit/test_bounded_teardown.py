@@ -91,3 +91,19 @@ except KeyboardInterrupt:
                             text=True, timeout=60)
     assert result.returncode == 0, result
     assert result.stdout.split('\n')[:3] == ['stopping', 'stopped', 'episode stopped'], result
+
+
+def test_a_test_that_hangs_with_the_gil_ends_the_test_run_with_every_stack(tmp_path):
+    # The suite's own bound (setup.cfg: faulthandler_timeout, faulthandler_exit_on_timeout):
+    # a DDS deadlock in the test process must fail the run, not hang CI. Here with a 1 s limit.
+    hanging = tmp_path / 'test_hanging.py'
+    hanging.write_text(f'import ctypes\n\n\ndef test_hangs():\n    {_HOLD_GIL}\n')
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, '-m', 'pytest', '-c', str(REPO / 'setup.cfg'), '--rootdir', str(REPO),
+         '-p', 'no:cacheprovider', '-o', 'faulthandler_timeout=1', str(hanging)],
+        capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - started
+    assert result.returncode != 0, result
+    assert took < 15, f'the run took {took:.1f} s, the limit was 1 s'
+    assert 'Timeout' in result.stderr and 'test_hangs' in result.stderr, result.stderr
