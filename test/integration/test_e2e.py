@@ -9,7 +9,6 @@ import itertools
 import math
 import os
 from pathlib import Path
-import pty
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from typing import Callable, Iterator
 import gymnasium as gym
 import numpy as np
 import pytest
-from ros_probe import die_with_parent, in_a_terminal, read_terminal_until
+from ros_probe import die_with_parent, exit_code_after_a_hangup
 
 import rtgym_ros  # noqa: F401  (registers the env ids)
 from rtgym_ros.sim.controllers import make_controller
@@ -281,23 +280,9 @@ def test_agent_started_with_sigint_ignored_still_stops_on_sigint(tmp_path):
 def test_agent_whose_terminal_closes_stops_the_robot_and_exits_0():
     # Once the terminal is gone every write to it fails (EIO): the agent's stop messages
     # raised on their way, and it exited 1 (the robot stopped all the same).
-    terminal, tty = pty.openpty()
-    agent = subprocess.Popen(
-        [sys.executable, '-m', 'rtgym_ros.nodes.agent', '--ros-args', '--params-file',
-         str(ROBOT_CONFIG), '-r', f'__ns:=/no_robot_{os.getpid()}'],
-        cwd=REPO, stdin=subprocess.DEVNULL, stdout=tty, stderr=tty, preexec_fn=in_a_terminal)
-    os.close(tty)
-    try:
-        read_terminal_until(terminal, 'agent: policy', timeout=60.0)
-        os.close(terminal)
-        terminal = None
-        assert agent.wait(timeout=30) == 0
-    finally:
-        if agent.poll() is None:
-            agent.kill()
-            agent.wait(5.0)
-        if terminal is not None:
-            os.close(terminal)
+    command = [sys.executable, '-m', 'rtgym_ros.nodes.agent', '--ros-args', '--params-file',
+               str(ROBOT_CONFIG), '-r', f'__ns:=/no_robot_{os.getpid()}']
+    assert exit_code_after_a_hangup(command, 'agent: policy', cwd=REPO) == 0
 
 
 @pytest.mark.parametrize('nohup', [False, True], ids=['terminal', 'nohup'])

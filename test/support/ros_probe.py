@@ -8,6 +8,7 @@ import fcntl
 import itertools
 import os
 from pathlib import Path
+import pty
 import select
 import signal
 import subprocess
@@ -78,6 +79,31 @@ def read_terminal_until(terminal: int, text: str, *, timeout: float) -> str:
         except OSError:  # EIO: the child and the terminal with it are gone
             raise AssertionError(f'the terminal closed before {text!r}: {seen!r}') from None
     return seen.decode(errors='replace')
+
+
+def exit_code_after_a_hangup(command: List[str], ready: str, *, timeout: float = 60.0,
+                             **popen: Any) -> int:
+    """
+    Run ``command`` on a terminal until it prints ``ready``, hang up; return its exit code.
+
+    The terminal is the child's own (``in_a_terminal``); closing it, the kernel hangs the
+    child's session up.
+    """
+    terminal, tty = pty.openpty()
+    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=tty, stderr=tty,
+                             preexec_fn=in_a_terminal, **popen)
+    os.close(tty)
+    try:
+        read_terminal_until(terminal, ready, timeout=timeout)
+        os.close(terminal)
+        terminal = None
+        return child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(5.0)
+        if terminal is not None:
+            os.close(terminal)
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float,

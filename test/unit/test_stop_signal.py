@@ -1,12 +1,10 @@
 """SIGTERM and SIGHUP in a plain script: SystemExit(128 + n) once, where nothing handles them."""
 
-import os
-import pty
 import subprocess
 import sys
 
 import pytest
-from ros_probe import in_a_terminal, read_terminal_until
+from ros_probe import exit_code_after_a_hangup
 
 CASES = {
     'default action: handled once, then the default again': """
@@ -84,18 +82,4 @@ def test_a_script_whose_terminal_closes_exits_129_though_it_prints_on_its_way():
             '    time.sleep(30)\n'
             'finally:\n'
             "    print('closing', flush=True)\n")
-    terminal, tty = pty.openpty()
-    script = subprocess.Popen([sys.executable, '-c', code], stdin=subprocess.DEVNULL,
-                              stdout=tty, stderr=tty, preexec_fn=in_a_terminal)
-    os.close(tty)
-    try:
-        read_terminal_until(terminal, 'ready', timeout=30.0)
-        os.close(terminal)
-        terminal = None
-        assert script.wait(timeout=30) == 129
-    finally:
-        if script.poll() is None:
-            script.kill()
-            script.wait(5.0)
-        if terminal is not None:
-            os.close(terminal)
+    assert exit_code_after_a_hangup([sys.executable, '-c', code], 'ready') == 129
