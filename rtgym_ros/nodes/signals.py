@@ -21,7 +21,9 @@ import faulthandler
 import signal
 import sys
 import threading
-from typing import Iterator
+from typing import Any, Iterator
+
+from rtgym_ros.stop_signal import silence_a_hung_up_terminal
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """What ends a node with a clean stop; and SIGHUP, unless it is ignored (:func:`stop_signals`)."""
@@ -42,10 +44,20 @@ def stop_signals() -> tuple[int, ...]:
 
 
 def ignore_stop_signals() -> None:
-    """From now on this process is stopping: SIGINT, SIGTERM and SIGHUP are ignored."""
+    """
+    From now on this process is stopping: SIGINT, SIGTERM and SIGHUP stop nothing more.
+
+    A SIGHUP still sends a terminal that hung up to /dev/null: the stop's last messages (the
+    agent's summary) would fail on it.
+    """
     if threading.current_thread() is threading.main_thread():  # else Python refuses
-        for signum in (*STOP_SIGNALS, signal.SIGHUP):
+        for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, _silence_on_hangup)
+
+
+def _silence_on_hangup(signum: int, frame: Any) -> None:
+    silence_a_hung_up_terminal()
 
 
 @contextmanager

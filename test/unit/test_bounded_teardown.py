@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+from ros_probe import exit_code_after_a_hangup
+
 REPO = Path(__file__).resolve().parents[2]
 _RUN = """
 import ctypes, sys, time
@@ -107,3 +109,15 @@ def test_a_test_that_hangs_with_the_gil_ends_the_test_run_with_every_stack(tmp_p
     assert result.returncode != 0, result
     assert took < 15, f'the run took {took:.1f} s, the limit was 1 s'
     assert 'Timeout' in result.stderr and 'test_hangs' in result.stderr, result.stderr
+
+
+def test_a_hangup_while_a_node_stops_leaves_its_last_words_harmless():
+    # Stopping, a node ignores further stop signals; a terminal that hangs up then (a Ctrl-C,
+    # then the window closed) would still fail every later print with EIO, and exit 1.
+    code = ('import time\n'
+            'from rtgym_ros.nodes.signals import ignore_stop_signals\n'
+            'ignore_stop_signals()\n'
+            "print('ready', flush=True)\n"
+            'time.sleep(2.0)\n'
+            "print('summary', flush=True)\n")
+    assert exit_code_after_a_hangup([sys.executable, '-c', code], 'ready', cwd=REPO) == 0
