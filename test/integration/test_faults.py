@@ -6,15 +6,14 @@ long (30 s) unless the test is about it, so a zero effort proves the env sent th
 """
 
 import os
-import pty
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
-from ros_probe import (CHILD_ENV, die_with_parent, in_a_terminal, Probe, read_terminal_until,
-                       Recorder, REPO, SimProcess, wait_until)
+from ros_probe import (CHILD_ENV, die_with_parent, Probe, read_terminal_until, Recorder, REPO,
+                       SimProcess, start_on_a_terminal, wait_until)
 from sensor_msgs.msg import JointState
 
 TORQUE = 1.5
@@ -35,20 +34,17 @@ class Driven:
         self.states = Recorder(probe, JointState, f'{self.sim.ns}/pendulum/joint_states')
         self.terminal: int | None = None
         """The master side of the agent's controlling terminal (``terminal``), else None."""
-        output: dict = {'stdout': subprocess.PIPE, 'stderr': subprocess.PIPE}
-        start = die_with_parent
+        command = [sys.executable, str(REPO / 'test' / 'support' / 'stepping_agent.py'),
+                   self.sim.ns, str(TORQUE), mode]
+        popen = {'cwd': REPO, 'env': dict(CHILD_ENV, PYTHONFAULTHANDLER='1'),
+                 'stdin': subprocess.PIPE, 'text': True}
         if terminal:
-            self.terminal, tty = pty.openpty()
-            output = {'stdout': tty, 'stderr': tty}
-            start = in_a_terminal
-        self.agent = subprocess.Popen(
-            [sys.executable, str(REPO / 'test' / 'support' / 'stepping_agent.py'), self.sim.ns,
-             str(TORQUE), mode], cwd=REPO, env=dict(CHILD_ENV, PYTHONFAULTHANDLER='1'),
-            stdin=subprocess.PIPE, text=True, preexec_fn=start, **output)
-        if terminal:
-            os.close(tty)
+            self.agent, self.terminal = start_on_a_terminal(command, **popen)
             read_terminal_until(self.terminal, 'STEPPING', timeout=60.0)
         else:
+            self.agent = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, preexec_fn=die_with_parent,
+                                          **popen)
             assert self.agent.stdout.readline().strip() == 'STEPPING', self.agent_output()
         self.wait_effort(lambda effort: effort == pytest.approx(TORQUE), timeout=5.0,
                          what='the sim applying the agent torque')

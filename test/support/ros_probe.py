@@ -81,6 +81,25 @@ def read_terminal_until(terminal: int, text: str, *, timeout: float) -> str:
     return seen.decode(errors='replace')
 
 
+def start_on_a_terminal(command: List[str], **popen: Any) -> tuple[subprocess.Popen, int]:
+    """
+    Start ``command`` with a terminal of its own as stdout and stderr (``in_a_terminal``).
+
+    Return the child and the terminal's master side: reading it reads what the child prints,
+    closing it hangs the child's session up.
+    """
+    terminal, tty = pty.openpty()
+    try:
+        child = subprocess.Popen(command, stdout=tty, stderr=tty, preexec_fn=in_a_terminal,
+                                 **popen)
+    except BaseException:
+        os.close(terminal)
+        raise
+    finally:
+        os.close(tty)
+    return child, terminal
+
+
 def exit_code_after_a_hangup(command: List[str], ready: str, *, timeout: float = 60.0,
                              **popen: Any) -> int:
     """
@@ -89,10 +108,7 @@ def exit_code_after_a_hangup(command: List[str], ready: str, *, timeout: float =
     The terminal is the child's own (``in_a_terminal``); closing it, the kernel hangs the
     child's session up.
     """
-    terminal, tty = pty.openpty()
-    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=tty, stderr=tty,
-                             preexec_fn=in_a_terminal, **popen)
-    os.close(tty)
+    child, terminal = start_on_a_terminal(command, stdin=subprocess.DEVNULL, **popen)
     try:
         read_terminal_until(terminal, ready, timeout=timeout)
         os.close(terminal)
