@@ -19,6 +19,7 @@ import pytest
 from ros_probe import CHILD_ENV
 from rtgym_ros.robot.params_file import load_params_file
 from rtgym_ros.ros import parameters
+from rtgym_ros.ros.kept_answers import KeptAnswers
 from rtgym_ros.ros.parameters import read_node_parameters
 
 ARGS = ['agent', '--ros-args', '-p', 'gain:=2.5', '-p', 'arm.joints:=[a, b]']
@@ -52,6 +53,12 @@ def _running_children(marker: str) -> list[int]:
         if int(ppid) == os.getpid() and state != 'Z' and marker in cmdline:
             found.append(int(entry.name))
     return found
+
+
+@pytest.fixture(autouse=True)
+def no_kept_answers(monkeypatch):
+    """Each test's first read of anything runs the reader, whatever the tests before read."""
+    monkeypatch.setattr(parameters, '_kept', KeptAnswers())
 
 
 def test_rcl_answers_through_the_child():
@@ -210,3 +217,51 @@ def test_check_reads_a_robot_config_from_stdin(args, stdin):
             stdin=None if stdin == 'pipe' else file, capture_output=True, timeout=120)
     assert result.returncode == 0, result.stderr.decode()
     assert b'pendulum_joint' in result.stdout
+
+
+def _counting_reader(tmp_path: Path, body: str) -> Path:
+    """Write a stand-in reader that adds a line to ``runs`` each time it runs, then ``body``."""
+    return _reader(tmp_path, f'open({str(tmp_path / "runs")!r}, "a").write("run\\n")\n' + body)
+
+
+def _runs(tmp_path: Path) -> int:
+    runs = tmp_path / 'runs'
+    return len(runs.read_text().splitlines()) if runs.exists() else 0
+
+
+def test_a_read_made_before_answers_again_without_a_child(tmp_path, monkeypatch, capfd):
+    monkeypatch.setattr(parameters, '_READER', _counting_reader(
+        tmp_path, 'print("rcl warns", file=sys.stderr)\n' + _answer({'arm': {'joints': ['a']}})))
+    config = tmp_path / 'robot.yaml'
+    config.write_text('/**:\n  ros__parameters:\n    a: 1\n')
+    args = ['agent', '--ros-args', '--params-file', str(config)]
+
+    first = read_node_parameters(args, default_node_name='agent')
+    first.parameters['arm']['joints'].append('changed by the caller')
+    again = read_node_parameters(args, default_node_name='agent', source='another name')
+    assert _runs(tmp_path) == 1
+    assert again.parameters == {'arm': {'joints': ['a']}}  # a copy of its own
+    assert capfd.readouterr().err.count('rcl warns') == 2  # said with each answer
+
+    read_node_parameters(args, default_node_name='other')  # another node
+    assert _runs(tmp_path) == 2
+    config.write_text('/**:\n  ros__parameters:\n    a: 2\n')  # the file changed
+    read_node_parameters(args, default_node_name='agent')
+    assert _runs(tmp_path) == 3
+    renamed = tmp_path / 'renamed.yaml'  # the same bytes under another name
+    renamed.write_bytes(config.read_bytes())
+    read_node_parameters(['agent', '--ros-args', '--params-file', str(renamed)],
+                         default_node_name='agent')
+    assert _runs(tmp_path) == 3
+
+
+@pytest.mark.parametrize('body', [
+    'sys.stdout.buffer.write(pickle.dumps(("error", "rcl refuses it")))\n',
+    'sys.exit(4)\n',
+], ids=['refused', 'failed'])
+def test_refusals_and_failures_are_read_again(tmp_path, monkeypatch, body):
+    monkeypatch.setattr(parameters, '_READER', _counting_reader(tmp_path, body))
+    for _ in range(2):
+        with pytest.raises((ValueError, parameters.ParametersUnreadable)):
+            read_node_parameters(ARGS, default_node_name='agent')
+    assert _runs(tmp_path) == 2
