@@ -782,14 +782,21 @@ def close_all() -> None:
     """
     Close every env still open (at interpreter exit, before rclpy's own teardown).
 
-    One that raises (a second Ctrl-C in its teardown) keeps no other from its safe action:
-    the first exception is raised once every env is closed. The loop runs inside the ``try``
-    and an env leaves the list once its ``close()`` returned or failed by itself: a Ctrl-C
-    (or a SIGTERM's ``SystemExit``) between two closes, or before one began, skips none (a
-    ``close()`` already under way returns at once when called again).
+    Every robot gets its safe action first, for good, before any env is closed: DDS can block
+    a node's teardown for good (eProsima/Fast-DDS#6502), and the robots of the envs after it
+    would keep their last command. One that raises (a second Ctrl-C in its teardown) keeps no
+    other from closing: the first exception is raised once every env is closed. The loop runs
+    inside the ``try`` and an env leaves the list once its ``close()`` returned or failed by
+    itself: a Ctrl-C (or a SIGTERM's ``SystemExit``) between two closes, or before one began,
+    skips none (a ``close()`` already under way returns at once when called again).
     """
     pending = list(_live_envs)
     failed: BaseException | None = None
+    try:
+        for env in pending:
+            env._stop_robot.stop_for_good()
+    except BaseException as error:  # a Ctrl-C: each close() below stops its robot too
+        failed = error
     while pending:
         try:
             while pending:

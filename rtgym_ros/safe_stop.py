@@ -43,7 +43,11 @@ class SafeStop:
         return send_now is not None and send_now(self._safe_action())
 
     def stop_for_good(self) -> None:
-        """Any thread: send the safe action; the env cannot go on (a ROS thread of it died)."""
+        """
+        Any thread: send the safe action, and let no action the env holds follow it.
+
+        The env cannot go on (a ROS thread of it died), or is about to close (at exit).
+        """
         self.final = True
         self()
 

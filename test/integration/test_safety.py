@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from types import SimpleNamespace
 import warnings
 
 import blocking_tasks
@@ -166,25 +167,63 @@ def test_ctrl_c_while_envs_close_at_exit_stops_every_robot(spawn, make_env, bloc
     assert gc.get_freeze_count() == 0
 
 
+def test_close_all_stops_every_robot_before_it_tears_any_node_down(
+        spawn, make_env, monkeypatch):
+    # DDS can block a node's teardown for good (eProsima/Fast-DDS#6502). Here each env's
+    # teardown waits until the test releases it: while the first one closed waits, the robot
+    # of the other env must have its safe action too. (No watchdog: it would stop it anyway.)
+    robots = [spawn(), spawn()]
+    envs = [make_env(robot, watchdog_timeout=30.0) for robot in robots]
+    for env in envs:
+        env.reset()
+    for _ in range(3):
+        for env in envs:
+            env.step(act(0.5))
+    for robot in robots:
+        robot.wait_last(0.5)
+    released = threading.Event()
+    for env in envs:
+        runtime = env.unwrapped._runtime
+        monkeypatch.setattr(runtime, 'close', lambda timeout, close=runtime.close: (
+            released.wait(60.0), close(timeout=timeout)))
+    closing = threading.Thread(target=env_module.close_all, daemon=True)
+    closing.start()
+    try:
+        for robot in robots:
+            robot.wait_last(DEFAULT, timeout=BOUND)
+        assert len(env_module._live_envs) == 1  # one env is closing, the other waits for it
+    finally:
+        released.set()
+        closing.join(30.0)
+    assert not closing.is_alive() and not env_module._live_envs
+
+
 @pytest.mark.parametrize('interruption', [KeyboardInterrupt, SystemExit(143)])
 def test_close_all_closes_an_env_whose_close_a_ctrl_c_cut_off_before_it_began(interruption):
     # A Ctrl-C (or SIGTERM: rtgym_ros.stop_signal) lands at a call: at an env's close()
     # itself, before its first line ran. That env has done nothing yet; close_all() calls it
-    # again, and closes the others.
+    # again, and closes the others. Every robot was stopped before the first close().
     closed = []
+    calls = []
 
-    class Closing:
+    class Stopping:
+        def __init__(self) -> None:
+            self._stop_robot = SimpleNamespace(stop_for_good=lambda: calls.append('stop'))
+
+    class Closing(Stopping):
         def __init__(self, interrupted_calls: int = 0) -> None:
+            super().__init__()
             self.interrupted_calls = interrupted_calls
 
         def close(self) -> None:
+            calls.append('close')
             if self.interrupted_calls:
                 self.interrupted_calls -= 1
                 raise interruption
             closed.append(self)
             env_module._live_envs.discard(self)
 
-    class Failing:
+    class Failing(Stopping):
         calls = 0
 
         def close(self) -> None:  # a failure of its own is not retried (no endless loop)
@@ -200,6 +239,7 @@ def test_close_all_closes_an_env_whose_close_a_ctrl_c_cut_off_before_it_began(in
             env_module.close_all()
         assert sorted(map(id, closed)) == sorted(id(env) for env in envs if env is not failing)
         assert failing.calls == 1
+        assert calls[:4] == ['stop'] * 4 and 'stop' not in calls[4:]
     finally:
         for env in envs:
             env_module._live_envs.discard(env)
