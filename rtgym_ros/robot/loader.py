@@ -184,9 +184,8 @@ def _options(params: dict[str, Any]) -> RobotOptions:
             timeout, key='newer_than_action_timeout', minimum=0.0),
         reset_timeout=check_number(params.get('reset_timeout', defaults.reset_timeout),
                                    key='reset_timeout', minimum=0.0),
-        diagnostics_period=check_number(
-            params.get('diagnostics_period', defaults.diagnostics_period),
-            key='diagnostics_period', minimum=0.0, maximum=_TIMER_PERIOD_MAX),
+        diagnostics_period=_diagnostics_period(
+            params.get('diagnostics_period', defaults.diagnostics_period)),
         stamp_tolerance=check_number(params.get('stamp_tolerance', defaults.stamp_tolerance),
                                      key='stamp_tolerance', minimum=0.0),
         stepping=check_choice(params.get('stepping', defaults.stepping), STEPPING,
@@ -245,9 +244,26 @@ def _groups(params: dict, key: str, build: Callable) -> list:
     return groups
 
 
+def _diagnostics_period(value: Any) -> float:
+    """
+    Return the period of ``/diagnostics``: 0 (none), or at least ``_DIAGNOSTICS_PERIOD_MIN``.
+
+    Its timer fires on the executor thread, which runs the time-steps: a period of
+    nanoseconds (a typo) would fire it in every turn.
+    """
+    period = check_number(value, key='diagnostics_period', minimum=0.0,
+                          maximum=_TIMER_PERIOD_MAX)
+    if 0.0 < period < _DIAGNOSTICS_PERIOD_MIN:
+        raise ValueError(f'diagnostics_period must be 0 (no diagnostics) or at least '
+                         f'{_DIAGNOSTICS_PERIOD_MIN:g} s (their timer fires on the thread '
+                         f'that runs the time-steps), got {short_repr(value)}')
+    return period
+
+
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 _DURATION_MAX = 2.0**31 - 1  # s: builtin_interfaces/Duration's sec is an int32
 _TIMER_PERIOD_MAX = (2**63 - 1) * 1e-9  # s: an rclpy timer's period, in int64 nanoseconds
+_DIAGNOSTICS_PERIOD_MIN = 0.01  # s: /diagnostics at 100 Hz at most (ROS's are about 1 Hz)
 _ACTION_KEYS = ('topic', 'type', 'field', 'fields', 'joint_names', 'low', 'high', 'default',
                 'qos', 'time_from_start', 'frame_id', 'stamp', 'max_delta', 'on_stop')
 

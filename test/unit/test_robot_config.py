@@ -461,6 +461,8 @@ ERRORS: dict[str, tuple[Callable[[dict], Any], list[str]]] = {
         ['actions.effort.time_from_start', '<= 2.14748e+09', '3000000000.0']),
     'diagnostics_period_past_a_timer': (lambda p: p.update(diagnostics_period=1.0e12),
                                         ['diagnostics_period', '<= 9.22337e+09']),
+    'diagnostics_period_of_nanoseconds': (lambda p: p.update(diagnostics_period=1.0e-9),
+                                          ['diagnostics_period', 'at least 0.01 s', '1e-09']),
     'step_size_without_steps_field': (
         lambda p: p.update(use_sim_time=True, stepping='lockstep',
                            step={'service': 's', 'type': 'std_srvs/srv/Trigger',
@@ -527,6 +529,13 @@ def test_config_error_names_the_key(tmp_path, case):
     message = str(error.value)
     missing = [text for text in expected if text not in message]
     assert not missing, f'{missing} not in the message: {message}'
+
+
+@pytest.mark.parametrize('period', [0, 0.0, 0.01, 2.5])
+def test_diagnostics_period_is_none_or_a_hundredth_of_a_second_or_more(tmp_path, period):
+    path = write(tmp_path / 'robot.yaml', params_file(dict(BASE, diagnostics_period=period)))
+    _, spec = load_robot_config(path)
+    assert spec.options.diagnostics_period == period
 
 
 @pytest.mark.parametrize('where, name', [
