@@ -9,6 +9,7 @@ evaluation env: each reads its config once. Only answers are kept, never a refus
 failure (those are read again, and said again, each time); each hit is a fresh copy.
 """
 
+from collections import OrderedDict
 import hashlib
 from pathlib import Path
 import pickle
@@ -22,13 +23,13 @@ class KeptAnswers:
     """
     The child's output for each read that answered, keyed by what the read read.
 
-    Without a lock: each call is one dict operation, atomic under the GIL, so a forked child
-    inherits no lock held by another thread.
+    Without a lock: each step is one call of the ``OrderedDict``'s C code, atomic under the
+    GIL, so a forked child inherits no lock held by another thread.
     """
 
     def __init__(self, size: int = KEPT) -> None:
         self._size = size
-        self._answers: dict[bytes, tuple[bytes, bytes]] = {}
+        self._answers: OrderedDict[bytes, tuple[bytes, bytes]] = OrderedDict()
 
     @staticmethod
     def key(reader: Path, request: dict[str, Any]) -> bytes | None:
@@ -59,4 +60,7 @@ class KeptAnswers:
         """Keep a read's answer (``out``, pickled) and what rcl said with it (``err``)."""
         self._answers[key] = (out, err)
         while len(self._answers) > self._size:
-            self._answers.pop(next(iter(self._answers)), None)
+            try:
+                self._answers.popitem(last=False)
+            except KeyError:  # another thread took the last one
+                break
