@@ -20,6 +20,7 @@ import sys
 import tempfile
 from typing import Any, Iterator
 
+from rtgym_ros.ros import forked_reads
 from rtgym_ros.ros.kept_answers import KeptAnswers
 from rtgym_ros.ros.rcl_parameters import bounded
 
@@ -185,21 +186,9 @@ def _ask_rcl(request: dict[str, Any], *, timeout: float) -> tuple:
         return pickle.loads(out)  # a copy of its own for the caller
     source = request['source']
     env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='OFF')
-    child = subprocess.Popen([sys.executable, '-c', _BOOT, str(_READER)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env)
-    timed_out = False
-    try:
-        try:
-            out, err = child.communicate(pickle.dumps(request), timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            child.kill()
-            out, err = child.communicate()
-    finally:
-        if child.poll() is None:  # interrupted (Ctrl-C): leave no process behind
-            child.kill()
-            child.wait()
+    data = pickle.dumps(request)
+    out, err, returncode, timed_out = (forked_reads.run_reader(_READER, data, env, timeout)
+                                       or _run_in_a_fresh_interpreter(data, env, timeout))
     try:
         answer = pickle.loads(out)
     except (pickle.UnpicklingError, EOFError, ValueError):
@@ -217,7 +206,28 @@ def _ask_rcl(request: dict[str, Any], *, timeout: float) -> tuple:
     said = said[-_STDERR_LINES:]
     raise ParametersUnreadable(
         f'{source}: the process reading the parameters through rcl exited with code '
-        f'{child.returncode} and no answer' + (': ' + bounded(' | '.join(said)) if said else ''))
+        f'{returncode} and no answer' + (': ' + bounded(' | '.join(said)) if said else ''))
+
+
+def _run_in_a_fresh_interpreter(data: bytes, env: dict[str, str],
+                                timeout: float) -> forked_reads.ReaderRun:
+    """Run the reader in a new interpreter with ``data`` on its stdin; kill it if it hangs."""
+    child = subprocess.Popen([sys.executable, '-c', _BOOT, str(_READER)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+    timed_out = False
+    try:
+        try:
+            out, err = child.communicate(data, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            child.kill()
+            out, err = child.communicate()
+    finally:
+        if child.poll() is None:  # interrupted (Ctrl-C): leave no process behind
+            child.kill()
+            child.wait()
+    return forked_reads.ReaderRun(out, err, child.returncode, timed_out)
 
 
 def unflatten(parameters: dict[str, Any], *, source: str = 'parameters') -> dict[str, Any]:

@@ -7,18 +7,20 @@ reader where it can show the property, and small stand-in scripts where the fail
 the reader's own (no answer, a hang after the answer, a crash).
 """
 
+import _thread
 import os
 from pathlib import Path
 import re
+import signal
 import subprocess
 import sys
 import textwrap
 import time
 
 import pytest
-from ros_probe import CHILD_ENV
+from ros_probe import CHILD_ENV, wait_until
 from rtgym_ros.robot.params_file import load_params_file
-from rtgym_ros.ros import parameters
+from rtgym_ros.ros import forked_reads, parameters
 from rtgym_ros.ros.kept_answers import KeptAnswers
 from rtgym_ros.ros.parameters import read_node_parameters
 
@@ -26,33 +28,34 @@ ARGS = ['agent', '--ros-args', '-p', 'gain:=2.5', '-p', 'arm.joints:=[a, b]']
 
 
 def _reader(tmp_path: Path, body: str) -> Path:
-    """Write a stand-in for rcl_parameters.py: ``body`` runs with the request in ``request``."""
+    """
+    Write a stand-in for rcl_parameters.py: ``body`` runs with the request in ``request``.
+
+    Its process writes its pid to ``pid`` first (``_reader_pid``).
+    """
     script = tmp_path / 'stand_in_reader.py'
-    script.write_text('import os, pickle, sys, time\n'
-                      'request = pickle.load(sys.stdin.buffer)\n' + textwrap.dedent(body))
+    script.write_text(f'import os, pickle, sys, time\n'
+                      f'open({str(tmp_path / "pid")!r}, "w").write(str(os.getpid()))\n'
+                      f'request = pickle.load(sys.stdin.buffer)\n' + textwrap.dedent(body))
     return script
+
+
+def _reader_pid(tmp_path: Path) -> int:
+    return int((tmp_path / 'pid').read_text())
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (reaped, or a zombie)."""
+    try:
+        stat = Path(f'/proc/{pid}/stat').read_text()
+    except OSError:
+        return True
+    return stat.rsplit(')', 1)[1].split()[0] == 'Z'
 
 
 def _answer(values: dict) -> str:
     return (f'sys.stdout.buffer.write(pickle.dumps(("ok", "agent", "/", {values!r})))\n'
             'sys.stdout.buffer.flush()\n')
-
-
-def _running_children(marker: str) -> list[int]:
-    """Pids of this process's children whose command line holds ``marker`` (zombies aside)."""
-    found = []
-    for entry in Path('/proc').iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / 'stat').read_text()
-            cmdline = (entry / 'cmdline').read_bytes().decode(errors='replace')
-        except OSError:
-            continue
-        state, ppid = stat.rsplit(')', 1)[1].split()[:2]
-        if int(ppid) == os.getpid() and state != 'Z' and marker in cmdline:
-            found.append(int(entry.name))
-    return found
 
 
 @pytest.fixture(autouse=True)
@@ -96,7 +99,7 @@ def test_a_reader_that_does_not_answer_is_stopped(tmp_path, monkeypatch):
         read_node_parameters(ARGS, default_node_name='agent', source='robot_config x.yaml',
                              timeout=1.0)
     assert time.monotonic() - started < 30
-    assert _running_children('stand_in_reader') == []
+    wait_until(lambda: _gone(_reader_pid(tmp_path)), 10.0, 'the reader process to end')
 
 
 def test_an_answer_stands_when_the_reader_hangs_after_giving_it(tmp_path, monkeypatch):
@@ -105,7 +108,7 @@ def test_an_answer_stands_when_the_reader_hangs_after_giving_it(tmp_path, monkey
     monkeypatch.setattr(parameters, '_READER', script)
     given = read_node_parameters(ARGS, default_node_name='agent', timeout=1.0)
     assert given.parameters == {'gain': 2.5}
-    assert _running_children('stand_in_reader') == []
+    wait_until(lambda: _gone(_reader_pid(tmp_path)), 10.0, 'the reader process to end')
 
 
 def test_a_reader_that_fails_is_reported_with_its_exit_code_and_stderr(tmp_path, monkeypatch):
@@ -265,3 +268,133 @@ def test_refusals_and_failures_are_read_again(tmp_path, monkeypatch, body):
         with pytest.raises((ValueError, parameters.ParametersUnreadable)):
             read_node_parameters(ARGS, default_node_name='agent')
     assert _runs(tmp_path) == 2
+
+
+# -- each read a fork of a process that imported rclpy (rtgym_ros/ros/fork_server.py) --------
+
+
+def test_each_read_is_a_fork_of_one_process_that_imported_rclpy(tmp_path, monkeypatch):
+    monkeypatch.setattr(parameters, '_READER', _reader(tmp_path, _answer({}).replace(
+        '{}', '{"rclpy": "rclpy" in sys.modules, "parent": os.getppid(), "pid": os.getpid()}')))
+    first, second = (read_node_parameters(ARGS + ['-p', f'read:={n}'],
+                                          default_node_name='agent').parameters
+                     for n in (1, 2))
+    assert first['rclpy'] and second['rclpy']  # imported before the reader ran
+    assert first['parent'] == second['parent'] != os.getpid()
+    assert first['pid'] != second['pid']
+
+
+def test_a_read_runs_in_the_working_directory_and_environment_it_was_made_in(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(parameters, '_READER', _reader(tmp_path, _answer({}).replace(
+        '{}', '{"cwd": os.getcwd(), "mark": os.environ.get("RTGYM_ROS_TEST_MARK"), '
+              '"range": os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"]}')))
+    seen = []
+    for mark in ('one', 'two'):
+        directory = tmp_path / mark
+        directory.mkdir()
+        monkeypatch.chdir(directory)
+        monkeypatch.setenv('RTGYM_ROS_TEST_MARK', mark)
+        seen.append(read_node_parameters(ARGS + ['-p', f'mark:={mark}'],
+                                         default_node_name='agent').parameters)
+    assert seen == [{'cwd': str(tmp_path / mark), 'mark': mark, 'range': 'OFF'}
+                    for mark in ('one', 'two')]
+
+
+def test_a_relative_params_file_is_read_from_the_working_directory(tmp_path, monkeypatch):
+    for value in (1, 2):
+        directory = tmp_path / f'd{value}'
+        directory.mkdir()
+        (directory / 'robot.yaml').write_text(f'/**:\n  ros__parameters:\n    a: {value}\n')
+        monkeypatch.chdir(directory)
+        assert load_params_file('robot.yaml', node_name='rtgym_env') == {'a': value}
+
+
+SCRIPT = """
+import os, sys, time
+from rtgym_ros.ros import forked_reads
+from rtgym_ros.ros.parameters import read_node_parameters
+ARGS = ['agent', '--ros-args', '-p', 'gain:=2.5']
+assert read_node_parameters(ARGS, default_node_name='agent').parameters == {'gain': 2.5}
+server = forked_reads._server.process.pid
+"""
+
+
+def _python(code: str, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, '-c', code], env=CHILD_ENV, text=True, **popen)
+
+
+def test_the_server_ends_with_its_process():
+    script = _python(SCRIPT + 'print(server, flush=True)\ntime.sleep(600)\n',
+                     stdout=subprocess.PIPE)
+    try:
+        server = int(script.stdout.readline())
+        assert not _gone(server)
+        script.kill()  # no atexit: the server must see its caller's end by itself
+        script.wait(10.0)
+        wait_until(lambda: _gone(server), 10.0, 'the fork server to end with its caller')
+    finally:
+        if script.poll() is None:
+            script.kill()
+            script.wait(10.0)
+
+
+def test_a_process_forked_after_a_read_reads_with_a_server_of_its_own():
+    """As with multiprocessing's fork: the child's reads must not use its parent's server."""
+    script = _python(SCRIPT + textwrap.dedent("""
+        pid = os.fork()
+        if pid == 0:
+            ok = read_node_parameters(ARGS + ['-p', 'x:=1'], default_node_name='agent')
+            os._exit(0 if ok.parameters['x'] == 1 and forked_reads._server.process.pid
+                     != server else 3)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        again = read_node_parameters(ARGS + ['-p', 'x:=2'], default_node_name='agent')
+        assert again.parameters['x'] == 2 and forked_reads._server.process.pid == server
+        print('OK')
+    """), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = script.communicate(timeout=120)
+    assert script.returncode == 0 and out.strip() == 'OK', err[-2000:]
+
+
+def test_a_ctrl_c_during_a_read_stops_its_process_and_the_next_read_answers(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(parameters, '_READER', _reader(tmp_path, 'time.sleep(600)\n'))
+    previous = signal.signal(signal.SIGALRM, lambda *_: _thread.interrupt_main())
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        with pytest.raises(KeyboardInterrupt):
+            read_node_parameters(ARGS, default_node_name='agent', timeout=60.0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    wait_until(lambda: _gone(_reader_pid(tmp_path)), 10.0, 'the interrupted reader to end')
+    answering = tmp_path / 'answering'
+    answering.mkdir()
+    monkeypatch.setattr(parameters, '_READER', _reader(answering, _answer({'b': 1})))
+    assert read_node_parameters(ARGS, default_node_name='agent').parameters == {'b': 1}
+
+
+def test_reads_go_on_in_fresh_interpreters_where_the_server_cannot_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(forked_reads, '_server', None)
+    monkeypatch.setattr(forked_reads, '_unavailable', False)
+    server = tmp_path / 'fork_server.py'
+    server.write_text('raise SystemExit(2)\n')  # a server that ends before it is ready
+    monkeypatch.setattr(forked_reads, '_SERVER', server)
+    monkeypatch.setattr(parameters, '_READER', _reader(tmp_path, _answer({}).replace(
+        '{}', '{"rclpy": "rclpy" in sys.modules}')))
+    for n in (1, 2):
+        given = read_node_parameters(ARGS + ['-p', f'n:={n}'], default_node_name='agent')
+        assert given.parameters == {'rclpy': False}  # a fresh interpreter each
+    assert forked_reads._unavailable and forked_reads._server is None
+
+
+def test_the_server_forks_through_lttngs_hooks_where_rclpy_loaded_lttng():
+    """Importing rclpy starts LTTng-UST's listener threads: a bare fork could copy a held lock."""
+    script = _python(textwrap.dedent("""
+        import os, rclpy
+        from rtgym_ros.ros import fork_server
+        threads = len(os.listdir('/proc/self/task'))
+        print(threads, fork_server._fork_hooks() is not None)
+    """), stdout=subprocess.PIPE)
+    threads, hooks = script.communicate(timeout=60)[0].split()
+    assert int(threads) == 1 or hooks == 'True'
