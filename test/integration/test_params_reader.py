@@ -7,7 +7,6 @@ reader where it can show the property, and small stand-in scripts where the fail
 the reader's own (no answer, a hang after the answer, a crash).
 """
 
-import _thread
 import os
 from pathlib import Path
 import re
@@ -21,7 +20,6 @@ import pytest
 from ros_probe import CHILD_ENV, wait_until
 from rtgym_ros.robot.params_file import load_params_file
 from rtgym_ros.ros import forked_reads, parameters
-from rtgym_ros.ros.kept_answers import KeptAnswers
 from rtgym_ros.ros.parameters import read_node_parameters
 
 ARGS = ['agent', '--ros-args', '-p', 'gain:=2.5', '-p', 'arm.joints:=[a, b]']
@@ -56,12 +54,6 @@ def _gone(pid: int) -> bool:
 def _answer(values: dict) -> str:
     return (f'sys.stdout.buffer.write(pickle.dumps(("ok", "agent", "/", {values!r})))\n'
             'sys.stdout.buffer.flush()\n')
-
-
-@pytest.fixture(autouse=True)
-def no_kept_answers(monkeypatch):
-    """Each test's first read of anything runs the reader, whatever the tests before read."""
-    monkeypatch.setattr(parameters, '_kept', KeptAnswers())
 
 
 def test_rcl_answers_through_the_child():
@@ -222,54 +214,6 @@ def test_check_reads_a_robot_config_from_stdin(args, stdin):
     assert b'pendulum_joint' in result.stdout
 
 
-def _counting_reader(tmp_path: Path, body: str) -> Path:
-    """Write a stand-in reader that adds a line to ``runs`` each time it runs, then ``body``."""
-    return _reader(tmp_path, f'open({str(tmp_path / "runs")!r}, "a").write("run\\n")\n' + body)
-
-
-def _runs(tmp_path: Path) -> int:
-    runs = tmp_path / 'runs'
-    return len(runs.read_text().splitlines()) if runs.exists() else 0
-
-
-def test_a_read_made_before_answers_again_without_a_child(tmp_path, monkeypatch, capfd):
-    monkeypatch.setattr(parameters, '_READER', _counting_reader(
-        tmp_path, 'print("rcl warns", file=sys.stderr)\n' + _answer({'arm': {'joints': ['a']}})))
-    config = tmp_path / 'robot.yaml'
-    config.write_text('/**:\n  ros__parameters:\n    a: 1\n')
-    args = ['agent', '--ros-args', '--params-file', str(config)]
-
-    first = read_node_parameters(args, default_node_name='agent')
-    first.parameters['arm']['joints'].append('changed by the caller')
-    again = read_node_parameters(args, default_node_name='agent', source='another name')
-    assert _runs(tmp_path) == 1
-    assert again.parameters == {'arm': {'joints': ['a']}}  # a copy of its own
-    assert capfd.readouterr().err.count('rcl warns') == 2  # said with each answer
-
-    read_node_parameters(args, default_node_name='other')  # another node
-    assert _runs(tmp_path) == 2
-    config.write_text('/**:\n  ros__parameters:\n    a: 2\n')  # the file changed
-    read_node_parameters(args, default_node_name='agent')
-    assert _runs(tmp_path) == 3
-    renamed = tmp_path / 'renamed.yaml'  # the same bytes under another name
-    renamed.write_bytes(config.read_bytes())
-    read_node_parameters(['agent', '--ros-args', '--params-file', str(renamed)],
-                         default_node_name='agent')
-    assert _runs(tmp_path) == 3
-
-
-@pytest.mark.parametrize('body', [
-    'sys.stdout.buffer.write(pickle.dumps(("error", "rcl refuses it")))\n',
-    'sys.exit(4)\n',
-], ids=['refused', 'failed'])
-def test_refusals_and_failures_are_read_again(tmp_path, monkeypatch, body):
-    monkeypatch.setattr(parameters, '_READER', _counting_reader(tmp_path, body))
-    for _ in range(2):
-        with pytest.raises((ValueError, parameters.ParametersUnreadable)):
-            read_node_parameters(ARGS, default_node_name='agent')
-    assert _runs(tmp_path) == 2
-
-
 # -- each read a fork of a process that imported rclpy (rtgym_ros/ros/fork_server.py) --------
 
 
@@ -356,10 +300,15 @@ def test_a_process_forked_after_a_read_reads_with_a_server_of_its_own():
     assert script.returncode == 0 and out.strip() == 'OK', err[-2000:]
 
 
+def _ctrl_c(*_: object) -> None:
+    """Raise what a Ctrl-C raises (SIGINT itself may be ignored: a run in the background)."""
+    raise KeyboardInterrupt
+
+
 def test_a_ctrl_c_during_a_read_stops_its_process_and_the_next_read_answers(
         tmp_path, monkeypatch):
     monkeypatch.setattr(parameters, '_READER', _reader(tmp_path, 'time.sleep(600)\n'))
-    previous = signal.signal(signal.SIGALRM, lambda *_: _thread.interrupt_main())
+    previous = signal.signal(signal.SIGALRM, _ctrl_c)
     try:
         signal.setitimer(signal.ITIMER_REAL, 1.0)
         with pytest.raises(KeyboardInterrupt):
