@@ -5,9 +5,10 @@ rcl itself parses the arguments and picks the parameters of the node, through a 
 node in a child process (``rcl_parameters.py``) whose DDS participant discovers no one. So the
 agent's command line, ``ros2 launch`` and ``gym.make(..., robot_config=FILE)`` see the same
 values: rcl's scalar typing, sections matched on the node's full name (with ``/*`` and
-``/**``), rcl's merge order, aliases refused. A child costs about 0.1–0.2 s; in this process,
-the participant's teardown could block the caller for good (see ``rcl_parameters.py``). A read
-made before in this process answers again without a child (``kept_answers.py``).
+``/**``), rcl's merge order, aliases refused. In this process, the participant's teardown
+could block the caller for good (see ``rcl_parameters.py``). The child is a fork of a process
+that imported rclpy once (``forked_reads.py``: about 20 ms a read), else a fresh interpreter
+(about 0.17 s, most of it rclpy's import).
 """
 
 from dataclasses import dataclass
@@ -21,7 +22,6 @@ import tempfile
 from typing import Any, Iterator
 
 from rtgym_ros.ros import forked_reads
-from rtgym_ros.ros.kept_answers import KeptAnswers
 from rtgym_ros.ros.rcl_parameters import bounded
 
 # Seconds to wait for rcl's answer: an interpreter start, rclpy's import, rcl's parse.
@@ -31,8 +31,6 @@ _READER = Path(__file__).with_name('rcl_parameters.py')
 # there (an rclpy.py, a yaml.py) cannot stand in for a module it imports.
 _BOOT = ('import runpy, sys; sys.path[:] = [p for p in sys.path if p]; '
          'runpy.run_path(sys.argv[1], run_name="__main__")')
-# rcl's answers to the reads of this process, by what they read.
-_kept = KeptAnswers()
 # Lines of the reader's stderr quoted when it fails.
 _STDERR_LINES = 5
 # Terminal colour codes: Fast DDS colours its log lines, which an error message must not carry.
@@ -149,12 +147,6 @@ def read_node_parameters(args: list[str], *, default_node_name: str, namespace: 
                           parameters=unflatten(values, source=source))
 
 
-def _say(err: bytes) -> None:
-    """Pass on what rcl printed (warnings), as in this process it would have printed it."""
-    if err:
-        sys.stderr.write(err.decode(errors='replace'))
-
-
 def rcl_readable(path: str, directory: str) -> str:
     """
     Return a path where the reading child finds the bytes ``path`` holds for this process.
@@ -177,13 +169,7 @@ def rcl_readable(path: str, directory: str) -> str:
 
 
 def _ask_rcl(request: dict[str, Any], *, timeout: float) -> tuple:
-    """Return rcl's answer: the one of the same read before, else the reader's in a child."""
-    key = _kept.key(_READER, request)
-    kept = _kept.get(key)
-    if kept is not None:
-        out, err = kept
-        _say(err)
-        return pickle.loads(out)  # a copy of its own for the caller
+    """Run the reader in a child process and return its answer, killing it if it hangs."""
     source = request['source']
     env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='OFF')
     data = pickle.dumps(request)
@@ -194,9 +180,8 @@ def _ask_rcl(request: dict[str, Any], *, timeout: float) -> tuple:
     except (pickle.UnpicklingError, EOFError, ValueError):
         answer = None
     if answer is not None:
-        _say(err)
-        if answer[0] == 'ok' and key is not None and _kept.key(_READER, request) == key:
-            _kept.keep(key, out, err)  # unless a file changed while rcl read it
+        if err:  # what rcl printed (warnings) reaches the user, as in-process it would
+            sys.stderr.write(err.decode(errors='replace'))
         return answer
     if timed_out:
         raise ParametersReadTimeout(
