@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """
-Params file reads: through rcl's child process, and a read made before (its kept answer).
+Params file reads through rcl: in a fresh interpreter, and in a fork of the fork server.
 
 Each cell is the median of ``--reads`` reads of one robot config, by ``load_params_file`` (the
 read alone) or ``load_robot_config`` (the read and every check: what ``gym.make`` does before
-its node exists). Each child read starts with no kept answer, so rcl reads the file again.
+its node exists). The two ways alternate read by read; the server starts before the first.
 
     python3 benchmarks/params_read.py --reads 20
 """
@@ -13,26 +13,13 @@ import argparse
 from pathlib import Path
 import statistics
 import time
-from typing import Callable
 
 from rtgym_ros.robot.loader import load_robot_config
 from rtgym_ros.robot.params_file import load_params_file
-from rtgym_ros.ros import parameters
-from rtgym_ros.ros.kept_answers import KeptAnswers
+from rtgym_ros.ros import forked_reads
 
 CONFIG = Path(__file__).resolve().parents[1] / 'config' / 'robots' / 'pendulum_sim.yaml'
-
-
-def _median_ms(read: Callable[[], object], *, reads: int, forget: bool) -> float:
-    """Median milliseconds of ``reads`` calls of ``read``; ``forget``: no kept answer."""
-    times = []
-    for _ in range(reads):
-        if forget:
-            parameters._kept = KeptAnswers()
-        started = time.perf_counter()
-        read()
-        times.append(time.perf_counter() - started)
-    return 1000 * statistics.median(times)
+WAYS = {'fresh interpreter': True, 'fork of the server': False}  # forked_reads._unavailable
 
 
 def main() -> None:
@@ -43,14 +30,24 @@ def main() -> None:
     calls = {'load_params_file': lambda: load_params_file(args.config, node_name='rtgym_env'),
              'load_robot_config': lambda: load_robot_config(args.config)}
     for call in calls.values():
-        call()  # this process's imports and the first answer kept
+        call()  # this process's imports, and the server's start
+    if forked_reads._server is None:
+        raise SystemExit('the fork server did not start here: nothing to compare')
+    times: dict[tuple[str, str], list[float]] = {}
+    for _ in range(args.reads):
+        for name, call in calls.items():
+            for way, fresh in WAYS.items():
+                forked_reads._unavailable = fresh  # the server stays up meanwhile
+                started = time.perf_counter()
+                call()
+                times.setdefault((name, way), []).append(time.perf_counter() - started)
+    forked_reads._unavailable = False
     print(f'{args.config.name}, medians of {args.reads} reads (ms)')
-    print('| call | rcl child | kept answer |')
-    print('|---|---:|---:|')
-    for name, call in calls.items():
-        child = _median_ms(call, reads=args.reads, forget=True)
-        kept = _median_ms(call, reads=args.reads, forget=False)
-        print(f'| `{name}` | {child:.1f} | {kept:.1f} |')
+    print('| call | ' + ' | '.join(WAYS) + ' |')
+    print('|---|' + '---:|' * len(WAYS))
+    for name in calls:
+        cells = ' | '.join(f'{1000 * statistics.median(times[name, way]):.1f}' for way in WAYS)
+        print(f'| `{name}` | {cells} |')
 
 
 if __name__ == '__main__':
