@@ -15,8 +15,9 @@ says so and ends, and the caller starts a fresh interpreter per read.
 Only the standard library and rclpy (to warm up) are imported here. The protocol, on the
 ``SOCK_SEQPACKET`` socket given in ``argv``: this process sends ``b'ready'`` (or ``b'no'``);
 each request is a pickled ``(reader, cwd, env, timeout)`` with three descriptors; for each,
-``('started', pid)`` and ``('exited', returncode)`` come back. The caller closing its end ends
-this process; so does the caller's death (``PR_SET_PDEATHSIG``, and the socket's end).
+``('started', pid)`` and ``('exited', returncode)`` come back. The socket's end ends this
+process: the caller closed it, or died (a fork of the caller closes its copy at once). Not
+``PR_SET_PDEATHSIG``: it follows the caller's thread that started this process, not the caller.
 """
 
 import ctypes
@@ -30,7 +31,6 @@ import sys
 import traceback
 from typing import Any, Callable, NoReturn
 
-_PR_SET_PDEATHSIG = 1
 _SIGSET_BYTES = 128  # glibc's sigset_t
 # LTTng-UST's fork hooks: 2.12's names, then 2.13's.
 _HOOK_NAMES = (('ust_before_fork', 'ust_after_fork_parent', 'ust_after_fork_child'),
@@ -135,13 +135,8 @@ def _exit_code(value: Any) -> int:
 
 
 def _main(argv: list[str]) -> None:
-    """``argv`` ends with the control socket's descriptor and the caller's pid."""
-    control = socket.socket(fileno=int(argv[-2]))
-    caller = int(argv[-1])
-    if sys.platform.startswith('linux'):
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != caller:  # the caller died before the line above
-        return
+    """``argv`` ends with the control socket's descriptor."""
+    control = socket.socket(fileno=int(argv[-1]))
     try:
         import rclpy  # noqa: F401  (the import each child is spared)
     except Exception:

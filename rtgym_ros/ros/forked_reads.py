@@ -26,9 +26,10 @@ _SERVER = Path(__file__).with_name('fork_server.py')
 # As parameters._BOOT: the working directory is not on the server's sys.path.
 _BOOT = ('import runpy, sys; sys.path[:] = [p for p in sys.path if p]; '
          'runpy.run_path(sys.argv[1], run_name="__main__")')
-# Seconds to wait for the server's start (an interpreter, rclpy's import), and for an exit code.
+# Seconds to wait for the server's start (an interpreter, rclpy's import), and for its word on
+# a fork (started, exited).
 _START_TIMEOUT = 60.0
-_EXIT_TIMEOUT = 10.0
+_REPLY_TIMEOUT = 10.0
 
 
 class ReaderRun(NamedTuple):
@@ -51,8 +52,7 @@ class _Server:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.process = subprocess.Popen(
-                [sys.executable, '-c', _BOOT, str(_SERVER), str(theirs.fileno()),
-                 str(os.getpid())],
+                [sys.executable, '-c', _BOOT, str(_SERVER), str(theirs.fileno())],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         except BaseException:
@@ -87,11 +87,11 @@ class _Server:
                                     [stdin.fileno(), out_write, stderr.fileno()])
                 finally:
                     os.close(out_write)
-                pid = self._receive('started', _EXIT_TIMEOUT)
+                pid = self._receive('started', _REPLY_TIMEOUT)
                 out, timed_out = _read_to_the_end(out_read, timeout)
                 if timed_out:
                     os.kill(pid, signal.SIGKILL)  # not reaped yet: the server waits for it
-                returncode = self._receive('exited', _EXIT_TIMEOUT)
+                returncode = self._receive('exited', _REPLY_TIMEOUT)
                 pid = None
             finally:
                 os.close(out_read)

@@ -300,6 +300,27 @@ def test_a_process_forked_after_a_read_reads_with_a_server_of_its_own():
     assert script.returncode == 0 and out.strip() == 'OK', err[-2000:]
 
 
+def test_the_server_outlives_the_thread_that_started_it():
+    """A read from a worker thread (gym.make there) starts the server for the process."""
+    script = _python(textwrap.dedent("""
+        import threading
+        from rtgym_ros.ros import forked_reads
+        from rtgym_ros.ros.parameters import read_node_parameters
+        ARGS = ['agent', '--ros-args', '-p', 'gain:=2.5']
+        worker = threading.Thread(target=read_node_parameters, args=(ARGS,),
+                                  kwargs={'default_node_name': 'agent'})
+        worker.start()
+        worker.join()
+        server = forked_reads._server.process.pid
+        read_node_parameters(ARGS + ['-p', 'x:=1'], default_node_name='agent')
+        assert forked_reads._server is not None and forked_reads._server.process.pid == server
+        assert forked_reads._server.process.poll() is None
+        print('OK')
+    """), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = script.communicate(timeout=120)
+    assert script.returncode == 0 and out.strip() == 'OK', err[-2000:]
+
+
 def _ctrl_c(*_: object) -> None:
     """Raise what a Ctrl-C raises (SIGINT itself may be ignored: a run in the background)."""
     raise KeyboardInterrupt
