@@ -23,9 +23,11 @@ import time
 from typing import Any, NamedTuple
 
 _SERVER = Path(__file__).with_name('fork_server.py')
-# As parameters._BOOT: the working directory is not on the server's sys.path.
-_BOOT = ('import runpy, sys; sys.path[:] = [p for p in sys.path if p]; '
-         'runpy.run_path(sys.argv[1], run_name="__main__")')
+# Runs a script (the server, or the reader in a fresh interpreter) without the working
+# directory on sys.path, so that a file there (an rclpy.py, a yaml.py) cannot stand in for a
+# module it imports.
+BOOT = ('import runpy, sys; sys.path[:] = [p for p in sys.path if p]; '
+        'runpy.run_path(sys.argv[1], run_name="__main__")')
 # Seconds to wait for the server's start (an interpreter, rclpy's import), and for its word on
 # a fork (started, exited).
 _START_TIMEOUT = 60.0
@@ -52,7 +54,7 @@ class _Server:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.process = subprocess.Popen(
-                [sys.executable, '-c', _BOOT, str(_SERVER), str(theirs.fileno())],
+                [sys.executable, '-c', BOOT, str(_SERVER), str(theirs.fileno())],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         except BaseException:

@@ -27,10 +27,6 @@ from rtgym_ros.ros.rcl_parameters import bounded
 # Seconds to wait for rcl's answer: an interpreter start, rclpy's import, rcl's parse.
 READ_TIMEOUT = 60.0
 _READER = Path(__file__).with_name('rcl_parameters.py')
-# Runs the reader as a script without the working directory on sys.path, so that a file
-# there (an rclpy.py, a yaml.py) cannot stand in for a module it imports.
-_BOOT = ('import runpy, sys; sys.path[:] = [p for p in sys.path if p]; '
-         'runpy.run_path(sys.argv[1], run_name="__main__")')
 # Lines of the reader's stderr quoted when it fails.
 _STDERR_LINES = 5
 # Terminal colour codes: Fast DDS colours its log lines, which an error message must not carry.
@@ -197,7 +193,7 @@ def _ask_rcl(request: dict[str, Any], *, timeout: float) -> tuple:
 def _run_in_a_fresh_interpreter(data: bytes, env: dict[str, str],
                                 timeout: float) -> forked_reads.ReaderRun:
     """Run the reader in a new interpreter with ``data`` on its stdin; kill it if it hangs."""
-    child = subprocess.Popen([sys.executable, '-c', _BOOT, str(_READER)],
+    child = subprocess.Popen([sys.executable, '-c', forked_reads.BOOT, str(_READER)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=env)
     timed_out = False
