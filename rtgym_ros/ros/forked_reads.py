@@ -2,7 +2,7 @@
 Run the parameters reader in a fork of a process that imported rclpy once (``fork_server.py``).
 
 ``run_reader`` gives what a fresh interpreter running the reader would give (its stdout, its
-stderr, its exit code, whether it was stopped at the timeout) in about 10 ms instead of 0.17 s.
+stderr, its exit code, whether it was stopped at the timeout) in about 20 ms instead of 0.18 s.
 The server starts at the first read of this process and ends with it. Where it cannot run
 (no ``fork``, a server that will not start or fork, a server that died), ``run_reader``
 returns None and the caller starts a fresh interpreter, as every read did without it.
@@ -92,7 +92,7 @@ class _Server:
                 pid = self._receive('started', _REPLY_TIMEOUT)
                 out, timed_out = _read_to_the_end(out_read, timeout)
                 if timed_out:
-                    os.kill(pid, signal.SIGKILL)  # not reaped yet: the server waits for it
+                    _kill(pid)  # not reaped yet: the server waits for it
                 returncode = self._receive('exited', _REPLY_TIMEOUT)
                 pid = None
             finally:

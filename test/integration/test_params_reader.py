@@ -254,11 +254,14 @@ def test_a_relative_params_file_is_read_from_the_working_directory(tmp_path, mon
         assert load_params_file('robot.yaml', node_name='rtgym_env') == {'a': value}
 
 
-SCRIPT = """
-import os, sys, time
+PRELUDE = """
+import os, sys, threading, time
 from rtgym_ros.ros import forked_reads
 from rtgym_ros.ros.parameters import read_node_parameters
 ARGS = ['agent', '--ros-args', '-p', 'gain:=2.5']
+"""
+# A script's first read, and the pid of the server it started.
+SCRIPT = PRELUDE + """
 assert read_node_parameters(ARGS, default_node_name='agent').parameters == {'gain': 2.5}
 server = forked_reads._server.process.pid
 """
@@ -266,6 +269,13 @@ server = forked_reads._server.process.pid
 
 def _python(code: str, **popen) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, '-c', code], env=CHILD_ENV, text=True, **popen)
+
+
+def _run_to_ok(code: str) -> None:
+    """Run ``code`` in a fresh interpreter; it must print OK and exit 0."""
+    script = _python(code, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = script.communicate(timeout=120)
+    assert script.returncode == 0 and out.strip() == 'OK', err[-2000:]
 
 
 def test_the_server_ends_with_its_process():
@@ -285,7 +295,7 @@ def test_the_server_ends_with_its_process():
 
 def test_a_process_forked_after_a_read_reads_with_a_server_of_its_own():
     """As with multiprocessing's fork: the child's reads must not use its parent's server."""
-    script = _python(SCRIPT + textwrap.dedent("""
+    _run_to_ok(SCRIPT + textwrap.dedent("""
         pid = os.fork()
         if pid == 0:
             ok = read_node_parameters(ARGS + ['-p', 'x:=1'], default_node_name='agent')
@@ -295,18 +305,12 @@ def test_a_process_forked_after_a_read_reads_with_a_server_of_its_own():
         again = read_node_parameters(ARGS + ['-p', 'x:=2'], default_node_name='agent')
         assert again.parameters['x'] == 2 and forked_reads._server.process.pid == server
         print('OK')
-    """), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = script.communicate(timeout=120)
-    assert script.returncode == 0 and out.strip() == 'OK', err[-2000:]
+    """))
 
 
 def test_the_server_outlives_the_thread_that_started_it():
     """A read from a worker thread (gym.make there) starts the server for the process."""
-    script = _python(textwrap.dedent("""
-        import threading
-        from rtgym_ros.ros import forked_reads
-        from rtgym_ros.ros.parameters import read_node_parameters
-        ARGS = ['agent', '--ros-args', '-p', 'gain:=2.5']
+    _run_to_ok(PRELUDE + textwrap.dedent("""
         worker = threading.Thread(target=read_node_parameters, args=(ARGS,),
                                   kwargs={'default_node_name': 'agent'})
         worker.start()
@@ -316,9 +320,7 @@ def test_the_server_outlives_the_thread_that_started_it():
         assert forked_reads._server is not None and forked_reads._server.process.pid == server
         assert forked_reads._server.process.poll() is None
         print('OK')
-    """), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = script.communicate(timeout=120)
-    assert script.returncode == 0 and out.strip() == 'OK', err[-2000:]
+    """))
 
 
 def _ctrl_c(*_: object) -> None:
