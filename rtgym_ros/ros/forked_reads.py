@@ -3,7 +3,9 @@ Run the parameters reader in a fork of a process that imported rclpy once (``for
 
 ``run_reader`` gives what a fresh interpreter running the reader would give (its stdout, its
 stderr, its exit code, whether it was stopped at the timeout) in about 20 ms instead of 0.18 s.
-The server starts at the first read of this process and ends with it. Where it cannot run
+The server starts at the first read of this process and ends with it, or once no read came
+for :data:`IDLE_CLOSE` seconds (reads come in bursts, when envs and nodes start: a training
+run keeps no idle interpreter beside it; the next read starts another). Where it cannot run
 (no ``fork``, a server that will not start or fork, a server that died), ``run_reader``
 returns None and the caller starts a fresh interpreter, as every read did without it.
 """
@@ -32,6 +34,8 @@ BOOT = ('import runpy, sys; sys.path[:] = [p for p in sys.path if p]; '
 # a fork (started, exited).
 _START_TIMEOUT = 60.0
 _REPLY_TIMEOUT = 10.0
+IDLE_CLOSE = 30.0
+"""Seconds without a read after which this process's server is closed."""
 
 
 class ReaderRun(NamedTuple):
@@ -127,6 +131,7 @@ class _Server:
 
 _lock = threading.Lock()
 _server: _Server | None = None
+_last_read = 0.0  # time.monotonic() at the end of the last read
 _unavailable = not (hasattr(os, 'fork') and hasattr(socket, 'send_fds')
                     and sys.platform.startswith('linux'))
 
@@ -138,13 +143,14 @@ def run_reader(reader: Path, request: bytes, env: dict[str, str],
 
     Reads of several threads take turns. A Ctrl-C during a read stops the reader's process.
     """
-    global _server, _unavailable
+    global _server, _unavailable, _last_read
     with _lock:
         if _unavailable:
             return None
         try:
             if _server is None:
                 _server = _Server()
+                _close_when_idle(_server)
             return _server.run(reader, request, env, timeout)
         except (_ServerGone, OSError, subprocess.SubprocessError):
             _unavailable = True  # a fresh interpreter per read from now on
@@ -153,6 +159,24 @@ def run_reader(reader: Path, request: bytes, env: dict[str, str],
         except BaseException:  # a Ctrl-C: the server may be mid-request; a new one next time
             _close_server()
             raise
+        finally:
+            _last_read = time.monotonic()
+
+
+def _close_when_idle(server: _Server) -> None:
+    """Close ``server`` once no read came for :data:`IDLE_CLOSE` s (a thread while it runs)."""
+    def watch() -> None:
+        while True:
+            time.sleep(max(_last_read + IDLE_CLOSE - time.monotonic(), 0.01))
+            with _lock:  # never during a read
+                if _server is not server:
+                    return  # closed meanwhile (a failure, a Ctrl-C, the exit)
+                if time.monotonic() - _last_read >= IDLE_CLOSE:
+                    _close_server()
+                    return
+
+    # Not named rtgym_ros...: it belongs to the process, not to an env or a node.
+    threading.Thread(target=watch, name='params fork server: idle close', daemon=True).start()
 
 
 def _read_to_the_end(fd: int, timeout: float) -> tuple[bytes, bool]:

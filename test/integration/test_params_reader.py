@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -321,6 +322,37 @@ def test_the_server_outlives_the_thread_that_started_it():
         assert forked_reads._server.process.poll() is None
         print('OK')
     """))
+
+
+def _reaped(pid: int) -> bool:
+    """Whether process ``pid`` is gone for good: ended and waited for (no zombie left)."""
+    return not Path(f'/proc/{pid}').exists()
+
+
+def test_an_idle_server_is_closed_and_the_next_read_starts_another(monkeypatch):
+    forked_reads._close_server()  # a server of an earlier test watches with its own time
+    monkeypatch.setattr(forked_reads, 'IDLE_CLOSE', 0.5)
+    before = set(threading.enumerate())
+    assert read_node_parameters(ARGS, default_node_name='agent').parameters['gain'] == 2.5
+    server = forked_reads._server.process.pid
+    watch, = set(threading.enumerate()) - before
+    wait_until(lambda: _reaped(server), 10.0, 'the idle fork server to be closed and reaped')
+    assert forked_reads._server is None and not forked_reads._unavailable
+    watch.join(5.0)
+    assert not watch.is_alive()
+    assert read_node_parameters(ARGS + ['-p', 'x:=1'],
+                                default_node_name='agent').parameters['x'] == 1
+    assert forked_reads._server.process.pid != server
+
+
+def test_a_read_longer_than_the_idle_time_is_not_cut(tmp_path, monkeypatch):
+    forked_reads._close_server()
+    monkeypatch.setattr(forked_reads, 'IDLE_CLOSE', 0.3)
+    read_node_parameters(ARGS, default_node_name='agent')  # a server, its idle time counting
+    monkeypatch.setattr(parameters, '_READER', _reader(tmp_path, 'time.sleep(1.5)\n' + _answer(
+        {}).replace('{}', '{"forked": "rclpy" in sys.modules}')))
+    assert read_node_parameters(ARGS, default_node_name='agent').parameters == {'forked': True}
+    assert not forked_reads._unavailable
 
 
 def _ctrl_c(*_: object) -> None:
