@@ -23,7 +23,7 @@ from rclpy.duration import Duration
 from rtgym_ros.core import gc_freeze, gil, timer_slack
 from rtgym_ros.core.config import DEFAULT_CONFIG_DICT, EnvConfig, resolve_config
 from rtgym_ros.core.interface import RealTimeGymInterface
-from rtgym_ros.core.schedule import ElasticSchedule, StepOutcome, StepStart
+from rtgym_ros.core.schedule import ElasticSchedule, StepStart, TIMED_OUT
 from rtgym_ros.core.time_step import TimeStepRunner
 from rtgym_ros.core.timing import make_benchmark
 from rtgym_ros.core.validate import check_fits_in_memory, short_repr
@@ -227,7 +227,7 @@ class RealTimeEnv(gymnasium.Env):
             obs = self.obs_prepro_func(obs)
         self._captured = (obs, rew, terminated, info, self._step_timed_out)
 
-    def _on_step_start(self, outcome: StepOutcome) -> None:
+    def _on_step_start(self, start: StepStart) -> None:
         """
         Executor thread: count a time-out and warn about it, once.
 
@@ -236,11 +236,11 @@ class RealTimeEnv(gymnasium.Env):
         it would print every time-out twice; ``/diagnostics`` counts time-outs and
         ``info['timed_out']`` marks the step.
         """
-        self._step_timed_out = outcome.start is StepStart.TIMED_OUT
+        self._step_timed_out = start is TIMED_OUT
         if self._step_timed_out:
             self.timeouts += 1
             _warn_unregistered('Time-step timed out. Elapsed since last time-step: '
-                               f'{outcome.late_by}')
+                               f'{self._schedule.late_by}')
             self._check_clock_step()
 
     def _check_clock_step(self) -> None:

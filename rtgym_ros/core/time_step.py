@@ -35,7 +35,7 @@ import threading
 import time
 from typing import Any, Callable, Protocol
 
-from rtgym_ros.core.schedule import ElasticSchedule, StepOutcome
+from rtgym_ros.core.schedule import ElasticSchedule, StepStart
 from rtgym_ros.core.timing import Benchmark
 from rtgym_ros.core.wakeups import Latch, Signal
 
@@ -67,7 +67,7 @@ class TimeStepRunner:
 
     def __init__(self, *, schedule: ElasticSchedule, timer: DeadlineTimer,
                  send_control: Callable[[Any], None], capture: Callable[[], None],
-                 on_start: Callable[[StepOutcome], None], on_error: Callable[[], None],
+                 on_start: Callable[[StepStart], None], on_error: Callable[[], None],
                  on_complete: Callable[[int], None] = lambda completion: None,
                  bench: Benchmark | None = None, handover_wait: float = 0.0,
                  advance: Callable[[float], None] | None = None,

@@ -32,8 +32,7 @@ def test_begin_step_before_initialize_is_an_error():
 
 def test_on_time_step_starts_at_previous_end():
     schedule = make(now=100.0)
-    outcome = schedule.begin_step(100.0 - 0.001)
-    assert outcome.start is StepStart.ELASTIC
+    assert schedule.begin_step(100.0 - 0.001) is StepStart.ELASTIC
     assert schedule.t_start == pytest.approx(100.0)
     assert schedule.t_co == pytest.approx(100.03)
     assert schedule.t_end == pytest.approx(100.0 + T)
@@ -41,9 +40,8 @@ def test_on_time_step_starts_at_previous_end():
 
 def test_late_step_within_elasticity_makes_up_lost_time():
     schedule = make(now=100.0)
-    outcome = schedule.begin_step(100.0 + 0.8 * T)
-    assert outcome.start is StepStart.ELASTIC
-    assert outcome.late_by == pytest.approx(0.8 * T)
+    assert schedule.begin_step(100.0 + 0.8 * T) is StepStart.ELASTIC
+    assert schedule.late_by == pytest.approx(0.8 * T)
     assert schedule.t_start == pytest.approx(100.0)  # on the grid, not at 'now'
     # and the next on-time step is back on the nominal grid
     schedule.begin_step(schedule.t_end - 0.001)
@@ -52,49 +50,47 @@ def test_late_step_within_elasticity_makes_up_lost_time():
 
 def test_step_past_elasticity_times_out_and_restarts_at_now():
     schedule = make(now=100.0)
-    outcome = schedule.begin_step(100.0 + 1.5 * T)
-    assert outcome.start is StepStart.TIMED_OUT
-    assert outcome.late_by == pytest.approx(1.5 * T)
+    assert schedule.begin_step(100.0 + 1.5 * T) is StepStart.TIMED_OUT
+    assert schedule.late_by == pytest.approx(1.5 * T)
     assert schedule.t_start == pytest.approx(100.0 + 1.5 * T)
     assert schedule.t_end == pytest.approx(100.0 + 2.5 * T)
 
 
 def test_elasticity_boundary_is_strict_as_in_rtgym():
     schedule = make(now=100.0)
-    assert schedule.begin_step(100.0 + T).start is StepStart.TIMED_OUT
+    assert schedule.begin_step(100.0 + T) is StepStart.TIMED_OUT
 
 
 def test_timeout_factor_scales_the_elasticity():
     schedule = make(factor=3.0, now=100.0)
     assert schedule.time_step_timeout == pytest.approx(3 * T)
-    assert schedule.begin_step(100.0 + 2.5 * T).start is StepStart.ELASTIC
-    assert schedule.begin_step(schedule.t_end + 3.5 * T).start is StepStart.TIMED_OUT
+    assert schedule.begin_step(100.0 + 2.5 * T) is StepStart.ELASTIC
+    assert schedule.begin_step(schedule.t_end + 3.5 * T) is StepStart.TIMED_OUT
 
 
 def test_zero_factor_means_no_elasticity():
     schedule = make(factor=0.0, now=100.0)
-    assert schedule.begin_step(100.0 - 1e-6).start is StepStart.ELASTIC
-    assert schedule.begin_step(schedule.t_end + 1e-6).start is StepStart.TIMED_OUT
+    assert schedule.begin_step(100.0 - 1e-6) is StepStart.ELASTIC
+    assert schedule.begin_step(schedule.t_end + 1e-6) is StepStart.TIMED_OUT
 
 
 def test_restart_after_wait_is_not_a_timeout_and_clears_the_flag():
     schedule = make(now=100.0)
     schedule.expect_restart()
-    outcome = schedule.begin_step(105.0)
-    assert outcome.start is StepStart.RESTARTED
+    assert schedule.begin_step(105.0) is StepStart.RESTARTED
     assert not schedule.expecting_restart
     assert schedule.t_start == pytest.approx(105.0)
     # a later real time-out is reported again
-    assert schedule.begin_step(schedule.t_end + 2 * T).start is StepStart.TIMED_OUT
+    assert schedule.begin_step(schedule.t_end + 2 * T) is StepStart.TIMED_OUT
 
 
 def test_quick_restart_after_wait_keeps_the_flag_like_rtgym():
     """Keep the waiting flag until the elasticity is broken, as rtgym does."""
     schedule = make(now=100.0)
     schedule.expect_restart()
-    assert schedule.begin_step(100.0 + 0.1 * T).start is StepStart.ELASTIC
+    assert schedule.begin_step(100.0 + 0.1 * T) is StepStart.ELASTIC
     assert schedule.expecting_restart
-    assert schedule.begin_step(schedule.t_end + 2 * T).start is StepStart.RESTARTED
+    assert schedule.begin_step(schedule.t_end + 2 * T) is StepStart.RESTARTED
 
 
 def test_set_time_step_duration_applies_from_the_next_step():
@@ -140,9 +136,9 @@ def simulate(schedule: ElasticSchedule,
     now = schedule.t_end
     captures = []
     for delay in agent_delays:
-        outcome = schedule.begin_step(now)
+        start = schedule.begin_step(now)
         now = max(now, schedule.t_co)
-        captures.append((now, outcome.start))
+        captures.append((now, start))
         now = max(now, schedule.t_end) + delay
     return captures
 

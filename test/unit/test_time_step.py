@@ -55,7 +55,7 @@ class Recorder:
     def __init__(self, timer):
         self.timer = timer
         self.events = []
-        self.outcomes = []
+        self.starts = []
         self.fail_capture = False
 
     def send(self, action):
@@ -77,7 +77,7 @@ def make(now=10.0, bench=None):
     schedule.initialize(now)
     recorder = Recorder(timer)
     runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=recorder.send,
-                            capture=recorder.capture, on_start=recorder.outcomes.append,
+                            capture=recorder.capture, on_start=recorder.starts.append,
                             on_error=recorder.safe, bench=bench)
     return runner, timer, recorder
 
@@ -95,7 +95,7 @@ def test_send_then_capture_at_t_co_then_done_at_t_end():
     assert not runner.done.is_set()
     timer.advance_to(10.0 + T)
     assert runner.done.is_set()
-    assert recorder.outcomes[0].start is StepStart.ELASTIC
+    assert recorder.starts[0] is StepStart.ELASTIC
 
 
 def test_a_capture_at_the_end_completes_without_arming_another_deadline():
@@ -128,7 +128,7 @@ def test_timed_out_start_is_reported():
     timer.time = 10.0 + 2 * T
     runner.prepare()
     runner.start('a')
-    assert recorder.outcomes[0].start is StepStart.TIMED_OUT
+    assert recorder.starts[0] is StepStart.TIMED_OUT
     timer.advance_to(10.0 + 2 * T + C)
     assert recorder.events[-1] == ('capture', None, pytest.approx(10.0 + 2 * T + C))
 
@@ -174,7 +174,7 @@ def test_a_step_started_on_the_rewound_clock_before_the_jump_callback_stays_put(
     timer.time = start = 10.0 + 4 * T
     runner.prepare()
     runner.start('b')
-    assert recorder.outcomes[-1].start is StepStart.TIMED_OUT
+    assert recorder.starts[-1] is StepStart.TIMED_OUT
     runner.on_clock_jump(-1.0)
     assert runner.schedule.t_start == start
     timer.advance_to(start + C - 1e-6)
@@ -227,7 +227,7 @@ def test_hand_over_chains_thousands_of_steps_without_recursion():
     schedule.initialize(10.0)
     recorder = Recorder(timer)
     runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=recorder.send,
-                            capture=recorder.capture, on_start=recorder.outcomes.append,
+                            capture=recorder.capture, on_start=recorder.starts.append,
                             on_error=recorder.safe, handover_wait=1.0)
     tasks = queue.Queue()  # the executor's task queue, served below by this thread
     count = 2000
@@ -293,7 +293,7 @@ def _chain(count: int, *, timer_gives_turns: bool = False, **turn) -> tuple[int,
     schedule.initialize(10.0)
     recorder = Recorder(timer)
     runner = TimeStepRunner(schedule=schedule, timer=timer, send_control=recorder.send,
-                            capture=recorder.capture, on_start=recorder.outcomes.append,
+                            capture=recorder.capture, on_start=recorder.starts.append,
                             on_error=recorder.safe, handover_wait=1.0, **turn)
     posted = []
 
@@ -373,7 +373,7 @@ def _offering_runner(may_continue=lambda: True, handover_wait=1.0, timer=None, s
     recorder = Recorder(timer)
     runner = TimeStepRunner(schedule=schedule, timer=timer,
                             send_control=recorder.send if send is None else send,
-                            capture=recorder.capture, on_start=recorder.outcomes.append,
+                            capture=recorder.capture, on_start=recorder.starts.append,
                             on_error=recorder.safe, handover_wait=handover_wait,
                             may_continue=may_continue, **extra)
     return runner, timer, recorder
@@ -397,7 +397,7 @@ def test_an_offered_action_is_sent_at_t_end_by_the_thread_that_completes():
     assert runner.done.is_set() and runner.completed == 1
     assert recorder.events[-1] == ('send', 'b', 10.0 + T)  # at t_end, no hand-over
     assert runner.withdraw() == 1  # started at the first completion
-    assert recorder.outcomes[-1].start is StepStart.ELASTIC
+    assert recorder.starts[-1] is StepStart.ELASTIC
     runner.rearm(2)  # the user's next wait is for the second completion
     assert not runner.done.is_set()
     timer.advance_to(runner.schedule.t_end)
