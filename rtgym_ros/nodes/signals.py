@@ -15,6 +15,7 @@ The other way round, :func:`die_with_parent` makes a process that starts nodes (
 example) take its children down with it.
 """
 
+import atexit
 from contextlib import contextmanager
 import ctypes
 import faulthandler
@@ -50,14 +51,36 @@ def ignore_stop_signals() -> None:
     A SIGHUP still sends a terminal that hung up to /dev/null: the stop's last messages (the
     agent's summary) would fail on it.
     """
+    global _stopping
     if threading.current_thread() is threading.main_thread():  # else Python refuses
         for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, _silence_on_hangup)
+        _stopping = True
 
 
 def _silence_on_hangup(signum: int, frame: Any) -> None:
     silence_a_hung_up_terminal()
+
+
+_stopping = False
+
+
+def _ignore_hangups_to_the_end() -> None:
+    """
+    At exit, once stopping: SIGHUP is ignored from here to the process's end.
+
+    Python's finalization sets every signal with a Python handler back to its default, and a
+    SIGHUP's default ends the process: a second hangup in a node's last milliseconds (its
+    teardown done) would turn its clean exit into death by the signal. Registered when this
+    module is imported, so that the exit handlers registered later, which may still print,
+    run before it with the terminal's silencing in place.
+    """
+    if _stopping:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+atexit.register(_ignore_hangups_to_the_end)
 
 
 @contextmanager

@@ -111,6 +111,27 @@ def test_a_test_that_hangs_with_the_gil_ends_the_test_run_with_every_stack(tmp_p
     assert 'Timeout' in result.stderr and 'test_hangs' in result.stderr, result.stderr
 
 
+def test_hangups_to_the_last_moment_of_a_stopping_node_leave_its_exit_code():
+    """Python's finalization gives SIGHUP back its default: a late one must not kill the node."""
+    # A child sends the stopping script a SIGHUP every 0.2 ms, through its exit; three times.
+    code = ('import os, signal, subprocess, sys\n'
+            'from rtgym_ros.nodes.signals import ignore_stop_signals\n'
+            'ignore_stop_signals()\n'
+            'flood = subprocess.Popen([sys.executable, "-c", "import os, signal, sys, time\\n'
+            'end = time.monotonic() + 10\\n'
+            'print(1, flush=True)\\n'
+            'while time.monotonic() < end:\\n'
+            '    try: os.kill(int(sys.argv[1]), signal.SIGHUP)\\n'
+            '    except ProcessLookupError: break\\n'
+            '    time.sleep(0.0002)\\n", str(os.getpid())], stdout=subprocess.PIPE,\n'
+            '                         stderr=subprocess.DEVNULL)\n'
+            'flood.stdout.readline()\n')
+    for _ in range(3):
+        node = subprocess.run([sys.executable, '-c', code], cwd=REPO, capture_output=True,
+                              timeout=60)
+        assert node.returncode == 0, (node.returncode, node.stderr[-2000:])
+
+
 def test_a_hangup_while_a_node_stops_leaves_its_last_words_harmless():
     # Stopping, a node ignores further stop signals; a terminal that hangs up then (a Ctrl-C,
     # then the window closed) would still fail every later print with EIO, and exit 1.
