@@ -51,24 +51,19 @@ def ignore_stop_signals() -> None:
     A SIGHUP still sends a terminal that hung up to /dev/null: the stop's last messages (the
     agent's summary) would fail on it.
     """
-    global _stopping
     if threading.current_thread() is threading.main_thread():  # else Python refuses
         for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, _silence_on_hangup)
-        _stopping = True
 
 
 def _silence_on_hangup(signum: int, frame: Any) -> None:
     silence_a_hung_up_terminal()
 
 
-_stopping = False
-
-
 def _ignore_hangups_to_the_end() -> None:
     """
-    At exit, once stopping: SIGHUP is ignored from here to the process's end.
+    At exit of a stopping process (SIGHUP silences the terminal): ignore it to the end.
 
     Python's finalization sets every signal with a Python handler back to its default, and a
     SIGHUP's default ends the process: a second hangup in a node's last milliseconds (its
@@ -76,7 +71,7 @@ def _ignore_hangups_to_the_end() -> None:
     module is imported, so that the exit handlers registered later, which may still print,
     run before it with the terminal's silencing in place.
     """
-    if _stopping:
+    if signal.getsignal(signal.SIGHUP) is _silence_on_hangup:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
