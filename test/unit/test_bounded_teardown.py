@@ -9,6 +9,7 @@ ends the process it runs in.
 from pathlib import Path
 import subprocess
 import sys
+import textwrap
 import time
 
 from ros_probe import exit_code_after_a_hangup
@@ -114,18 +115,25 @@ def test_a_test_that_hangs_with_the_gil_ends_the_test_run_with_every_stack(tmp_p
 def test_hangups_to_the_last_moment_of_a_stopping_node_leave_its_exit_code():
     """Python's finalization gives SIGHUP back its default: a late one must not kill the node."""
     # A child sends the stopping script a SIGHUP every 0.2 ms, through its exit; three times.
-    code = ('import os, signal, subprocess, sys\n'
-            'from rtgym_ros.nodes.signals import ignore_stop_signals\n'
-            'ignore_stop_signals()\n'
-            'flood = subprocess.Popen([sys.executable, "-c", "import os, signal, sys, time\\n'
-            'end = time.monotonic() + 10\\n'
-            'print(1, flush=True)\\n'
-            'while time.monotonic() < end:\\n'
-            '    try: os.kill(int(sys.argv[1]), signal.SIGHUP)\\n'
-            '    except ProcessLookupError: break\\n'
-            '    time.sleep(0.0002)\\n", str(os.getpid())], stdout=subprocess.PIPE,\n'
-            '                         stderr=subprocess.DEVNULL)\n'
-            'flood.stdout.readline()\n')
+    flood = textwrap.dedent("""
+        import os, signal, sys, time
+        end = time.monotonic() + 10
+        print(1, flush=True)
+        while time.monotonic() < end:
+            try:
+                os.kill(int(sys.argv[1]), signal.SIGHUP)
+            except ProcessLookupError:
+                break
+            time.sleep(0.0002)
+    """)
+    code = textwrap.dedent(f"""
+        import os, subprocess, sys
+        from rtgym_ros.nodes.signals import ignore_stop_signals
+        ignore_stop_signals()
+        flood = subprocess.Popen([sys.executable, '-c', {flood!r}, str(os.getpid())],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        flood.stdout.readline()
+    """)
     for _ in range(3):
         node = subprocess.run([sys.executable, '-c', code], cwd=REPO, capture_output=True,
                               timeout=60)
