@@ -22,6 +22,15 @@ os.environ.setdefault('ROS_DOMAIN_ID', str(1 + os.getpid() % 100))
 os.environ.setdefault('PYTHONFAULTHANDLER', '1')
 
 
+@pytest.fixture(scope='session', autouse=True)
+def _no_shared_memory_left_behind():
+    """Remove the Fast DDS segments of the run's killed processes (shm_leftovers)."""
+    from shm_leftovers import remove_abandoned, segment_locks
+    before = segment_locks()
+    yield
+    remove_abandoned(segment_locks() - before)
+
+
 def _probe_node():
     from ros_probe import Probe
     node = Probe()
