@@ -32,7 +32,7 @@ from rtgym_ros.ros.deadline import ClockDeadline, DeadlineTimer
 from rtgym_ros.ros.deferred_log import DeferredLog
 from rtgym_ros.ros.runtime import (check_node_name, NodeNameClaim, RosRuntime,
                                    RuntimeClosedError)
-from rtgym_ros.ros.stall_monitor import StallMonitor
+from rtgym_ros.ros.stall_monitor import POLL, StallMonitor
 from rtgym_ros.safe_stop import SafeStop
 from rtgym_ros.stop_signal import stop_robots_on_stopping_signals
 
@@ -362,11 +362,13 @@ class RealTimeEnv(gymnasium.Env):
         if self._awaited is not None:
             self._runner.rearm(self._awaited)
             self._awaited = None
+        done = self._runner.done
         try:
-            self._stall_monitor.wait(
-                self._runner.done, step_end=self._schedule.t_end, nudge=self._nudge,
-                asked=getattr(self.interface, 'describe_advance', None) if self._lockstep
-                else None)
+            if not done.wait(POLL):  # nearly every time-step completes within the first poll
+                self._stall_monitor.wait(
+                    done, step_end=self._schedule.t_end, nudge=self._nudge,
+                    asked=getattr(self.interface, 'describe_advance', None) if self._lockstep
+                    else None)
         except BaseException:  # Ctrl-C, a stalled clock, a closed env: stop the robot first
             self._withdraw_offer()  # no offered action may follow the safe one
             self._stop_for_the_user()
@@ -427,7 +429,8 @@ class RealTimeEnv(gymnasium.Env):
         Run user code, or a check of the user's input, here; if it fails, stop the robot first.
 
         ``obs_prepro_func``, or a check that refuses an action: in reset() the robot still has
-        its last command and the watchdog is disarmed.
+        its last command and the watchdog is disarmed. (``step()`` does the same inline: a
+        call more per step costs the user's thread, whose code is cold after each wait.)
         """
         try:
             return function(*args)
@@ -582,7 +585,11 @@ class RealTimeEnv(gymnasium.Env):
             self._awaited = taken_at + 1
         if self.benchmark:
             self.bench.end_step_join_time()
-        action = self._on_user_thread(self._owned_action, action)
+        try:  # as _on_user_thread does, without a call per step
+            action = self._owned_action(action)
+        except BaseException:
+            self._stop_for_the_user()
+            raise
         self.current_step += 1
         self.act_buf.append(action)
         if not self.running:
@@ -608,7 +615,11 @@ class RealTimeEnv(gymnasium.Env):
                 self.running = False
                 if self.wait_on_done:
                     self.wait()
-        obs = self._on_user_thread(self._step_observation, obs)
+        try:
+            obs = self._step_observation(obs)
+        except BaseException:
+            self._stop_for_the_user()
+            raise
         if self.benchmark:
             self.bench.end_step_time()
         return obs, rew, terminated, bool(truncated), info

@@ -16,7 +16,8 @@ from typing import Callable
 from rtgym_ros.core.wakeups import Latch
 from rtgym_ros.ros.runtime import RosRuntime, RuntimeClosedError
 
-_POLL = 0.1  # s between checks while waiting
+POLL = 0.1
+"""Seconds between checks while waiting; the caller's own first wait lasts as long."""
 _NUDGE = 0.5  # s without progress before the first nudge, then every 0.5 s
 
 
@@ -36,22 +37,24 @@ class StallMonitor:
              nudge: Callable[[], None] | None = None,
              asked: Callable[[], str] | None = None) -> None:
         """
-        Block until ``done``; raise RuntimeClosedError if the runtime closes or dies.
+        Block until ``done``, checking; raise RuntimeClosedError if the runtime closes or dies.
+
+        For a wait that a first ``done.wait(POLL)`` of the caller's did not end. That first
+        wait is the caller's own: nearly every time-step completes within it, and a call with
+        these arguments would cost the user's thread each step, on code that is cold by then.
 
         ``step_end`` is the time-step's end on the env clock: on wall time a wait is checked
         from then on (a long time-step is no stall). ``nudge`` is called every half second
         without progress (lockstep: ask the simulator again); ``asked`` says what the
         simulator was asked (lockstep), for the stall's message.
         """
-        if done.wait(_POLL):  # nearly every step: nothing to check
-            return
         runtime = self._runtime
         last_clock = runtime.now()
         progress = time.monotonic()  # one poll late: a stall is counted in seconds
         if not self._use_sim_time and step_end == step_end:  # NaN before the first step
             progress += max(0.0, step_end - last_clock)
         reported = False
-        while not done.wait(_POLL):
+        while not done.wait(POLL):
             if not runtime.alive():
                 raise RuntimeClosedError(runtime.dead_reason())
             if self._stall_timeout <= 0.0:
@@ -61,7 +64,7 @@ class StallMonitor:
                 last_clock, progress, reported = clock, time.monotonic(), False
                 continue
             waited = time.monotonic() - progress
-            if nudge is not None and waited >= _NUDGE and int(waited / _POLL) % 5 == 0:
+            if nudge is not None and waited >= _NUDGE and int(waited / POLL) % 5 == 0:
                 nudge()
             if waited > self._stall_timeout and not reported:
                 reported = True

@@ -410,6 +410,27 @@ def test_interface_error_surfaces_in_step_and_robot_gets_default(make_env):
     env.step(action)
 
 
+class _Uncopyable(list):
+    """An action of which the env cannot take its own copy."""
+
+    def __deepcopy__(self, memo):
+        raise TypeError('this action cannot be copied')
+
+
+def test_an_action_the_env_cannot_copy_raises_in_step_and_the_robot_gets_default(make_env):
+    env = make_env()
+    env.reset()
+    env.step(np.array([0.7, 0.7], np.float32))
+    with pytest.raises(TypeError, match='this action cannot be copied'):
+        env.step(_Uncopyable([0.5, 0.5]))  # offered in time: sent at t_end, then not copied
+    sent = env.unwrapped.interface.sent
+    # Posted to the executor thread (this interface sends nothing from another thread).
+    wait_until(lambda: sent[-1].tolist() == [0.0, 0.0], 2.0,
+               lambda: f'the last action sent is {sent[-1].tolist()}, not the default')
+    time.sleep(5 * T)  # and nothing follows it
+    assert sent[-1].tolist() == [0.0, 0.0]
+
+
 def test_the_action_of_a_step_that_raised_is_never_sent(make_env):
     # step() offered its action before its wait found the time-step failed: the next
     # episode's first time-step must not take that offer at its end (here the agent is late).
