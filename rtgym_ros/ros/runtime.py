@@ -336,7 +336,9 @@ class RosRuntime:
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f'use_sim_time is set but no /clock message arrived within {timeout} s '
-                    f'(domain {self.context.get_domain_id()}); is the simulator running?')
+                    f'(clock_wait_timeout; domain {self.context.get_domain_id()}): is the '
+                    'simulator running, in this domain? One that starts slowly, or is '
+                    'discovered slowly on a loaded host, needs a longer clock_wait_timeout')
             time.sleep(0.01)
 
     @property
