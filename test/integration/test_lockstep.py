@@ -43,6 +43,8 @@ def lockstep_sim(tmp_path):
 
 
 def run_episode(sim: SimProcess, *, steps: int, pause: float = 0.0, **overrides) -> dict:
+    # The sim starts with the env: on a loaded host its start and discovery took over 10 s.
+    overrides.setdefault('clock_wait_timeout', 30.0)
     env = gym.make('rtgym_ros/ros-v1', robot_config=ROBOT, namespace=sim.ns,
                    ep_max_length=steps, disable_env_checker=True, **LOCKSTEP, **overrides)
     try:
