@@ -14,6 +14,12 @@ RESULTS.md, step timing). Each figure is the CPU time of the waking thread
   ``events`` (rclpy's C++ events executor), in turn;
 - waits: ``time.sleep(0.01)``, ``threading.Event().wait(0.01)``, and an rcl wait set holding
   one 100 Hz timer, the primitives under the env's threads;
+- on a clock that ``/clock`` sets (``--parts clock``): a 50 Hz timer on a node whose clock a
+  ``TimeSource`` on another node sets, from 1 kHz ``/clock`` messages taken on another thread
+  (as the env's io node sets the main node's clock under ``use_sim_time``; another process
+  publishes it), spun by ``lean``
+  and by ``events``: the firings, the spinning thread's wake-ups and CPU, the whole process's
+  CPU, and the firings after ``/clock`` jumps 10 s back, while it stops, and once it goes on;
 - after a sleep (``--parts cold``): the CPU of a bare sleep to a deadline 10, 1 and 0.1 ms
   away, and of the same small piece of Python run right after it. A thread that slept longer
   wakes to colder caches: on a VM the same code can take several times the CPU, which is why
@@ -21,13 +27,16 @@ RESULTS.md, step timing). Each figure is the CPU time of the waking thread
 
     python3 benchmarks/executor_cost.py --repeat 3
     python3 benchmarks/executor_cost.py --parts cold --repeat 3
+    python3 benchmarks/executor_cost.py --parts clock --repeat 3
 """
 
 import argparse
+import multiprocessing
 import os
+import resource
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from diagnostic_msgs.msg import DiagnosticArray
 import numpy as np
@@ -38,10 +47,13 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.signals import SignalHandlerOptions
+from rclpy.time_source import TimeSource
+from rosgraph_msgs.msg import Clock
 from std_msgs.msg import Float64MultiArray
 import bench_support  # noqa: F401, I100 - puts this checkout's rtgym_ros first
 from rtgym_ros.ros.lean_executor import LeanExecutor  # noqa: I100
 from rtgym_ros.ros.publisher_events import drop_event_handlers, without_default_handlers
+from rtgym_ros.ros.spin import SpinThread
 
 PERIOD = 0.01  # s between wake-ups
 
@@ -117,6 +129,127 @@ def wait_cost(context: Context, name: str, seconds: float) -> float:
         node.destroy_node()
 
 
+CLOCK_RATE = 1000.0  # Hz of /clock messages (--parts clock)
+CLOCK_TIMER_RATE = 50.0  # Hz of the timer on that clock
+CLOCK_EXECUTORS = ('lean', 'events')
+CLOCK_PHASE = 0.5  # wall s of each phase after the measured one: back, stopped, going on
+
+
+def _publish_clock(domain_id: int, back: Any, stopped: Any, end: Any) -> None:
+    """Child process: /clock at CLOCK_RATE; 10 s back for each count of ``back``."""
+    context = Context()
+    rclpy.init(context=context, domain_id=domain_id,
+               signal_handler_options=SignalHandlerOptions.NO)
+    node = Node(f'clock_feed_{os.getpid()}', context=context, start_parameter_services=False)
+    publisher = node.create_publisher(Clock, '/clock', 10)
+    period, seconds, went_back = 1.0 / CLOCK_RATE, 100.0, 0
+    due = time.monotonic()
+    while not end.is_set():
+        due += period
+        if back.value != went_back:
+            seconds, went_back = seconds - 10.0 * (back.value - went_back), back.value
+        if not stopped.value:
+            seconds += period
+        message = Clock()
+        message.clock.sec = int(seconds)
+        message.clock.nanosec = int(seconds % 1.0 * 1e9)
+        publisher.publish(message)
+        time.sleep(max(0.0, due - time.monotonic()))
+    node.destroy_node()
+    context.try_shutdown()
+
+
+class _ClockFeed:
+    """/clock from another process, taken by a TimeSource on a node spun on its own thread."""
+
+    def __init__(self, context: Context, clock_of: Node) -> None:
+        spawn = multiprocessing.get_context('spawn')
+        self.back, self.stopped, self._end = spawn.Value('i', 0), spawn.Value('b', False), \
+            spawn.Event()
+        self._process = spawn.Process(
+            target=_publish_clock, name='clock feed',
+            args=(context.get_domain_id(), self.back, self.stopped, self._end))
+        self._process.start()
+        self._io_node = Node(f'clock_io_{os.getpid()}', context=context,
+                             start_parameter_services=False)
+        self._time_source = TimeSource(node=self._io_node)
+        self._time_source.ros_time_is_active = True
+        self._time_source.attach_clock(clock_of.get_clock())
+        self._spin = SpinThread(_events(context), context=context, name='clock io')
+        self._spin.executor.add_node(self._io_node)
+
+    def close(self) -> None:
+        self._end.set()
+        self._process.join(10.0)
+        self._spin.stop()
+        self._spin.executor.remove_node(self._io_node)
+        self._spin.executor.shutdown()
+        self._time_source.detach_node()
+        self._io_node.destroy_node()
+
+
+def clock_driven_cost(context: Context, name: str, seconds: float) -> dict[str, float]:
+    """Spin a node with a CLOCK_TIMER_RATE timer on a /clock-set clock: what it costs, fires."""
+    node = Node(f'clock_driven_{name}_{os.getpid()}', context=context,
+                start_parameter_services=False)
+    feed = _ClockFeed(context, node)
+    executor = EXECUTORS[name](context)
+    executor.add_node(node)
+    fired = [0]
+    timer = node.create_timer(1.0 / CLOCK_TIMER_RATE,
+                              lambda: fired.__setitem__(0, fired[0] + 1))
+
+    def spin(wall_seconds: float) -> int:
+        before, end = fired[0], time.monotonic() + wall_seconds
+        while time.monotonic() < end:
+            executor.spin_once(timeout_sec=0.1)
+        return fired[0] - before
+
+    try:
+        spin(2.0)  # the feed started and discovered, /clock heard, the timer running
+        usage, cpu, process = (resource.getrusage(resource.RUSAGE_THREAD), time.thread_time(),
+                               time.process_time())
+        count = spin(seconds)
+        waits = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - usage.ru_nvcsw
+        result = {'fired': count, 'wakeups_per_s': waits / seconds,
+                  'thread_cpu_ms_per_s': (time.thread_time() - cpu) * 1e3 / seconds,
+                  'process_cpu_ms_per_s': (time.process_time() - process) * 1e3 / seconds}
+        feed.back.value += 1
+        result['after_back'] = spin(CLOCK_PHASE)
+        feed.stopped.value = True
+        result['stopped'] = spin(CLOCK_PHASE)
+        feed.stopped.value = False
+        result['going_on'] = spin(CLOCK_PHASE)
+        return result
+    finally:
+        executor.remove_node(node)
+        node.destroy_timer(timer)
+        feed.close()
+        node.destroy_node()
+
+
+def _clock_table(context: Context, repeat: int, seconds: float) -> None:
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in CLOCK_EXECUTORS}
+    for _ in range(repeat):
+        for name in CLOCK_EXECUTORS:
+            results[name].append(clock_driven_cost(context, name, seconds))
+    per_phase = int(CLOCK_PHASE * CLOCK_TIMER_RATE)
+    print(f'| executor | firings in {seconds:g} s (of {seconds * CLOCK_TIMER_RATE:.0f}) '
+          '| spinning thread: wake-ups / s | its CPU (ms / s) | process CPU (ms / s) '
+          f'| firings in {CLOCK_PHASE:g} s (of {per_phase}): 10 s back / stopped / going on |')
+    print('|---|---:|---:|---:|---:|---|')
+    for name, runs in results.items():
+        def median(key: str) -> float:
+            return float(np.median([run[key] for run in runs]))
+
+        phases = ', '.join(f"{r['after_back']:.0f} / {r['stopped']:.0f} / {r['going_on']:.0f}"
+                           for r in runs)
+        process = ', '.join(f"{r['process_cpu_ms_per_s']:.0f}" for r in runs)
+        print(f"| {name} | {median('fired'):.0f} | {median('wakeups_per_s'):.0f} "
+              f"| {median('thread_cpu_ms_per_s'):.1f} | {median('process_cpu_ms_per_s'):.0f} "
+              f'(runs: {process}) | {phases} |')
+
+
 COLD_PERIODS = (0.01, 0.001, 0.0001)  # s slept before each wake-up
 _TABLE = {'a': 1}
 
@@ -165,14 +298,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--seconds', type=float, default=2.0, help='per figure (2)')
     parser.add_argument('--repeat', type=int, default=3, help='runs of each (medians)')
-    parser.add_argument('--parts', nargs='+', choices=('wakeups', 'cold'), default=['wakeups'],
-                        help='wakeups: executors and waits (default); cold: work after a sleep')
+    parser.add_argument('--parts', nargs='+', choices=('wakeups', 'cold', 'clock'),
+                        default=['wakeups'],
+                        help='wakeups: executors and waits (default); cold: work after a sleep; '
+                        'clock: a timer on a clock that /clock sets')
     args = parser.parse_args()
     if 'cold' in args.parts:
         print(f'load average before: {os.getloadavg()[0]:.2f}')
         _cold_table(args.repeat, args.seconds)
         print(f'load average after: {os.getloadavg()[0]:.2f}')
-        if 'wakeups' not in args.parts:
+        if not {'wakeups', 'clock'} & set(args.parts):
             return 0
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     context = Context()
@@ -180,6 +315,11 @@ def main() -> int:
                signal_handler_options=SignalHandlerOptions.NO)
     print(f'load average before: {os.getloadavg()[0]:.2f}')
     try:
+        if 'clock' in args.parts:
+            _clock_table(context, args.repeat, args.seconds)
+            if 'wakeups' not in args.parts:
+                print(f'load average after: {os.getloadavg()[0]:.2f}')
+                return 0
         rows = [(f'executor: {name}', executor_cost, name) for name in EXECUTORS]
         rows += [(f'wait: {name}', wait_cost, name)
                  for name in ('time.sleep', 'Event.wait', 'rcl wait on a timer')]
