@@ -77,7 +77,8 @@ def make_env():
 
     def make(namespace: str, **overrides):
         env = gym.make('rtgym_ros/ros-v1', robot_config=str(ROBOT_CONFIG),
-                       namespace=namespace, reset_timeout=30.0, **overrides)
+                       namespace=namespace, reset_timeout=30.0, clock_wait_timeout=30.0,
+                       **overrides)
         envs.append(env)
         return env
 

@@ -79,6 +79,7 @@ def robot_params(**changes: Any) -> dict:
         'time_step_duration': T, 'start_obs_capture': T, 'time_step_timeout_factor': 1.0,
         'act_buf_len': 1, 'ep_max_length': 10, 'watchdog_timeout': 0.5,
         'clock_stall_timeout': 3.0, 'reset_timeout': 5.0,
+        'clock_wait_timeout': 30.0,  # the simulator started with the env: slow discovery
         'actions': {'names': ['cmd'], 'cmd': {
             'topic': 'cmd', 'type': 'std_msgs/msg/Float64MultiArray', 'field': 'data',
             'low': [-100.0], 'high': [100.0], 'default': [0.0]}},

@@ -133,7 +133,9 @@ def params(joint_names: list[str], **changes: Any) -> dict:
               'low': [-3.0] * len(joint_names), 'high': [3.0] * len(joint_names),
               'max_age': 0.1, 'on_stale': 'flag'}
     joints.update(changes.pop('joints', {}))
+    # clock_wait_timeout: a simulator started with the env may be discovered slowly (loaded).
     result = {'time_step_duration': T, 'start_obs_capture': T, 'reset_timeout': 10.0,
+              'clock_wait_timeout': 30.0,
               'actions': {'names': ['cmd'], 'cmd': {
                   'topic': 'command', 'type': 'std_msgs/msg/Float64MultiArray',
                   'field': 'data', 'low': [-1.0], 'high': [1.0]}},
