@@ -13,7 +13,8 @@ RESULTS.md, step timing). Each figure is the CPU time of the waking thread
   event handlers, two per publisher), ``single`` (rclpy's ``SingleThreadedExecutor``) and
   ``events`` (rclpy's C++ events executor), in turn;
 - waits: ``time.sleep(0.01)``, ``threading.Event().wait(0.01)``, and an rcl wait set holding
-  one 100 Hz timer, the primitives under the env's threads;
+  one 100 Hz timer, the primitives under the env's threads; and a bare lock that another
+  thread releases every 10 ms, acquired with a timeout and without one (``step()``'s wait);
 - on a clock that ``/clock`` sets (``--parts clock``): a 50 Hz timer on a node whose clock a
   ``TimeSource`` on another node sets, from 1 kHz ``/clock`` messages taken on another thread
   (as the env's io node sets the main node's clock under ``use_sim_time``; another process
@@ -30,7 +31,9 @@ RESULTS.md, step timing). Each figure is the CPU time of the waking thread
     python3 benchmarks/executor_cost.py --parts clock --repeat 3
 """
 
+import _thread
 import argparse
+import contextlib
 import multiprocessing
 import os
 import resource
@@ -102,6 +105,38 @@ def executor_cost(context: Context, name: str, seconds: float) -> float:
     finally:
         executor.remove_node(node)
         node.destroy_node()
+
+
+LOCK_WAITS = {'lock released by another thread, acquire with a timeout': 0.1,
+              'lock released by another thread, acquire without one': -1}
+"""The user's thread's wait in step(), with and without a timer (the acquire's timeout, s)."""
+
+
+def lock_wait_cost(context: Context, name: str, seconds: float) -> float:
+    """Return µs of CPU per wait of a bare lock that another thread releases every 10 ms."""
+    lock, timeout, done = _thread.allocate_lock(), LOCK_WAITS[name], threading.Event()
+    lock.acquire()
+
+    def release() -> None:
+        due = time.monotonic()
+        while not done.is_set():
+            due += PERIOD
+            time.sleep(max(0.0, due - time.monotonic()))
+            with contextlib.suppress(RuntimeError):  # not taken yet: the same wake-up
+                lock.release()
+
+    releaser = threading.Thread(target=release, name='releaser')
+    releaser.start()
+    try:
+        lock.acquire(timeout=timeout)  # the releaser runs
+        count = int(seconds / PERIOD)
+        cpu = time.thread_time()
+        for _ in range(count):
+            lock.acquire(timeout=timeout)
+        return (time.thread_time() - cpu) / count * 1e6
+    finally:
+        done.set()
+        releaser.join()
 
 
 def wait_cost(context: Context, name: str, seconds: float) -> float:
@@ -323,6 +358,7 @@ def main() -> int:
         rows = [(f'executor: {name}', executor_cost, name) for name in EXECUTORS]
         rows += [(f'wait: {name}', wait_cost, name)
                  for name in ('time.sleep', 'Event.wait', 'rcl wait on a timer')]
+        rows += [(f'wait: {name}', lock_wait_cost, name) for name in LOCK_WAITS]
         results: dict[str, list[float]] = {label: [] for label, _, _ in rows}
         for _ in range(args.repeat):  # interleaved, so that drift spreads over every row
             for label, measure, name in rows:
