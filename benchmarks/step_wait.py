@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""
+step()'s wait, priced inside one process: the package's, its timeout by keyword, and none.
+
+``step()`` waits for its time-step on a bare lock (:class:`rtgym_ros.core.wakeups.Latch`),
+``acquire(True, 0.1)``: the timeout lets the stall monitor check a time-step that does not
+complete. Two alternatives are priced against it:
+
+- ``by keyword``: ``acquire(timeout=0.1)``, which goes through CPython's generic keyword
+  parser, whose code is cold right after the wait;
+- ``without a timeout``: ``acquire()``, rtgym's wait (price only: nothing would end a wait
+  for a time-step that never completes).
+
+The differences are a few µs per step, less than the spread between two processes of the
+same env (``step_timing.py``'s pairs), so they are measured in one process: one env, the
+idle agent (``step()`` called again at once), blocks of steps with each wait in turn, the
+order rotated every round. The figure is the user's thread's CPU (``time.thread_time``) per
+step of each block, and each alternative's difference to the package's block of its round.
+
+    python3 benchmarks/step_wait.py                  # 100 Hz and 1 kHz, about 80 s
+    python3 benchmarks/step_wait.py --rates 100 --rounds 40
+"""
+
+import argparse
+import os
+import statistics
+import time
+from typing import Any, Callable
+
+import bench_support  # noqa: F401 - puts this checkout's rtgym_ros first
+from bench_support import rate_label  # noqa: I100
+from comparison import binomial_cdf
+import numpy as np
+from rtgym_ros.core.wakeups import Latch
+from step_timing import _make_env
+
+
+def _wait_by_keyword(self: Latch, timeout: float | None = None) -> bool:
+    """Wait as the package's ``Latch.wait`` does, with the timeout passed by keyword."""
+    if not self._clear.acquire(timeout=-1 if timeout is None else timeout):
+        return False
+    self.set()
+    return True
+
+
+def _wait_without_timeout(self: Latch, timeout: float | None = None) -> bool:
+    """Wait without a timeout, as rtgym does (price only: it may never return)."""
+    self._clear.acquire()
+    self.set()
+    return True
+
+
+PACKAGE = 'package: acquire(True, 0.1)'
+WAITS: dict[str, Callable[..., bool]] = {
+    PACKAGE: Latch.wait, 'by keyword: acquire(timeout=0.1)': _wait_by_keyword,
+    'without a timeout: acquire()': _wait_without_timeout}
+
+
+def measure(rate: float, rounds: int, steps: int) -> dict[str, list[float]]:
+    """Return µs of the user's thread's CPU per step, block by block, for each wait."""
+    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+    os.environ['ROS_DOMAIN_ID'] = str(1 + os.getpid() % 200)
+    env: Any = _make_env('rtgym_ros', 1.0 / rate, [], [], options={},
+                         noting=([], [lambda: 0.0]))
+    action = np.zeros(1, dtype=np.float32)
+    results: dict[str, list[float]] = {name: [] for name in WAITS}
+    try:
+        env.reset()
+        for _ in range(int(rate)):  # a second: the env's caches and the host settle
+            env.step(action)
+        names = list(WAITS)
+        for round_ in range(rounds):
+            shift = round_ % len(names)
+            for name in names[shift:] + names[:shift]:
+                Latch.wait = WAITS[name]
+                for _ in range(5):  # the first waits of the other kind
+                    env.step(action)
+                cpu = time.thread_time_ns()
+                for _ in range(steps):
+                    env.step(action)
+                results[name].append((time.thread_time_ns() - cpu) / steps / 1e3)
+    finally:
+        Latch.wait = WAITS[PACKAGE]
+        env.close()
+    return results
+
+
+def sign_test(differences: list[float]) -> float:
+    """Two-sided sign-test p of the differences (zeros dropped)."""
+    above = sum(d > 0 for d in differences)
+    trials = above + sum(d < 0 for d in differences)
+    if trials == 0:
+        return 1.0
+    tail = binomial_cdf(min(above, trials - above), trials, 0.5)
+    return min(1.0, 2.0 * tail)
+
+
+def _p_text(p: float) -> str:
+    return '< 0.001' if p < 0.001 else f'{p:.3f}'
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--rates', type=float, nargs='+', default=[100.0, 1000.0])
+    parser.add_argument('--rounds', type=int, default=20, help='blocks of each wait (20)')
+    parser.add_argument('--seconds', type=float, default=0.5, help='per block (0.5)')
+    args = parser.parse_args()
+    print(f'load average before: {os.getloadavg()[0]:.2f}')
+    print("| rate | wait | user's thread (µs / step), median | minus the package's, "
+          'median (µs) | blocks where it costs more | sign test p |')
+    print('|---|---|---:|---:|---|---:|')
+    for rate in args.rates:
+        results = measure(rate, args.rounds, max(10, int(rate * args.seconds)))
+        package = results[PACKAGE]
+        for name, values in results.items():
+            if name == PACKAGE:
+                print(f'| {rate_label(rate)} | {name} | {statistics.median(values):.1f} '
+                      '| – | – | – |', flush=True)
+                continue
+            differences = [a - b for a, b in zip(values, package)]
+            above = sum(d > 0 for d in differences)
+            print(f'| {rate_label(rate)} | {name} | {statistics.median(values):.1f} '
+                  f'| {statistics.median(differences):.1f} | {above} of {len(differences)} '
+                  f'| {_p_text(sign_test(differences))} |', flush=True)
+    print(f'load average after: {os.getloadavg()[0]:.2f}')
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())
