@@ -14,7 +14,8 @@ RESULTS.md, step timing). Each figure is the CPU time of the waking thread
   ``events`` (rclpy's C++ events executor), in turn;
 - waits: ``time.sleep(0.01)``, ``threading.Event().wait(0.01)``, and an rcl wait set holding
   one 100 Hz timer, the primitives under the env's threads; and a bare lock that another
-  thread releases every 10 ms, acquired with a timeout and without one (``step()``'s wait);
+  thread releases every 10 ms, acquired with a timeout given by keyword, by position, and
+  without one (``step()``'s wait; a C function's keyword arguments cost after a sleep);
 - on a clock that ``/clock`` sets (``--parts clock``): a 50 Hz timer on a node whose clock a
   ``TimeSource`` on another node sets, from 1 kHz ``/clock`` messages taken on another thread
   (as the env's io node sets the main node's clock under ``use_sim_time``; another process
@@ -107,14 +108,18 @@ def executor_cost(context: Context, name: str, seconds: float) -> float:
         node.destroy_node()
 
 
-LOCK_WAITS = {'lock released by another thread, acquire with a timeout': 0.1,
-              'lock released by another thread, acquire without one': -1}
-"""The user's thread's wait in step(), with and without a timer (the acquire's timeout, s)."""
+LOCK_WAITS: dict[str, Callable[[Any], bool]] = {
+    'lock released by another thread: acquire(timeout=0.1)': lambda lock: lock.acquire(
+        timeout=0.1),
+    'lock released by another thread: acquire(True, 0.1)': lambda lock: lock.acquire(True, 0.1),
+    'lock released by another thread: acquire()': lambda lock: lock.acquire(),
+}
+"""step()'s wait on a bare lock: a timeout given by keyword, by position, and none (rtgym's)."""
 
 
 def lock_wait_cost(context: Context, name: str, seconds: float) -> float:
     """Return µs of CPU per wait of a bare lock that another thread releases every 10 ms."""
-    lock, timeout, done = _thread.allocate_lock(), LOCK_WAITS[name], threading.Event()
+    lock, acquire, done = _thread.allocate_lock(), LOCK_WAITS[name], threading.Event()
     lock.acquire()
 
     def release() -> None:
@@ -128,11 +133,11 @@ def lock_wait_cost(context: Context, name: str, seconds: float) -> float:
     releaser = threading.Thread(target=release, name='releaser')
     releaser.start()
     try:
-        lock.acquire(timeout=timeout)  # the releaser runs
+        acquire(lock)  # the releaser runs
         count = int(seconds / PERIOD)
         cpu = time.thread_time()
         for _ in range(count):
-            lock.acquire(timeout=timeout)
+            acquire(lock)
         return (time.thread_time() - cpu) / count * 1e6
     finally:
         done.set()
