@@ -83,6 +83,15 @@ def count_ratio_interval(ours: int, theirs: int, confidence: float = 0.95
     return low / (1.0 - low), (math.inf if high >= 1.0 else high / (1.0 - high))
 
 
+def sign_test(differences: list[float]) -> float:
+    """Two-sided sign-test p that the differences' median is 0 (zeros and NaN left out)."""
+    above = sum(d > 0 for d in differences)
+    trials = above + sum(d < 0 for d in differences)
+    if trials == 0:
+        return 1.0
+    return min(1.0, 2.0 * binomial_cdf(min(above, trials - above), trials, 0.5))
+
+
 def median_interval(values: list[float], confidence: float = 0.95
                     ) -> tuple[float, float] | None:
     """

@@ -19,9 +19,9 @@ RESULTS.md, step timing). Each figure is the CPU time of the waking thread
 - on a clock that ``/clock`` sets (``--parts clock``): a 50 Hz timer on a node whose clock a
   ``TimeSource`` on another node sets, from 1 kHz ``/clock`` messages taken on another thread
   (as the env's io node sets the main node's clock under ``use_sim_time``; another process
-  publishes it), spun by ``lean``
-  and by ``events``: the firings, the spinning thread's wake-ups and CPU, the whole process's
-  CPU, and the firings after ``/clock`` jumps 10 s back, while it stops, and once it goes on;
+  publishes it), spun by ``lean`` and by ``events``: the firings, the spinning thread's
+  wake-ups and CPU, the whole process's CPU, and the firings after ``/clock`` jumps 10 s
+  back, while it stops, and once it goes on;
 - after a sleep (``--parts cold``): the CPU of a bare sleep to a deadline 10, 1 and 0.1 ms
   away, and of the same small piece of Python run right after it. A thread that slept longer
   wakes to colder caches: on a VM the same code can take several times the CPU, which is why

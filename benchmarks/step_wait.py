@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import bench_support  # noqa: F401 - puts this checkout's rtgym_ros first
 from bench_support import rate_label  # noqa: I100
-from comparison import binomial_cdf
+from comparison import sign_test
 import numpy as np
 from rtgym_ros.core.wakeups import Latch
 from step_timing import _make_env
@@ -83,16 +83,6 @@ def measure(rate: float, rounds: int, steps: int) -> dict[str, list[float]]:
         Latch.wait = WAITS[PACKAGE]
         env.close()
     return results
-
-
-def sign_test(differences: list[float]) -> float:
-    """Two-sided sign-test p of the differences (zeros dropped)."""
-    above = sum(d > 0 for d in differences)
-    trials = above + sum(d < 0 for d in differences)
-    if trials == 0:
-        return 1.0
-    tail = binomial_cdf(min(above, trials - above), trials, 0.5)
-    return min(1.0, 2.0 * tail)
 
 
 def _p_text(p: float) -> str:

@@ -91,6 +91,17 @@ def test_the_median_interval_covers_as_often_as_it_says_and_no_wider(bench, n):
     assert 2 * sum(_pmf(j, n, 0.5) for j in range(k + 1)) > 0.05  # k + 1 would not do
 
 
+@pytest.mark.parametrize('differences, expected', [
+    ([1.0] * 9 + [-1.0], 2 * 11 / 1024),  # R: binom.test(9, 10)$p.value
+    ([-1.0] * 9 + [1.0], 2 * 11 / 1024),
+    ([1.0] * 5 + [-1.0] * 5, 1.0),
+    ([1.0] * 6 + [0.0, math.nan], 2 / 64),  # zeros and NaN are no trial
+    ([0.0, 0.0], 1.0),
+])
+def test_the_sign_test_is_the_two_sided_binomial_test(bench, differences, expected):
+    assert bench.comparison.sign_test(differences) == pytest.approx(expected, rel=1e-9)
+
+
 def test_five_values_or_nan_ones_give_no_median_interval(bench):
     interval = bench.comparison.median_interval
     assert interval([1.0, 2.0, 3.0, 4.0, 5.0]) is None
