@@ -11,11 +11,9 @@ complete. Two alternatives are priced against it:
 - ``without a timeout``: ``acquire()``, rtgym's wait (price only: nothing would end a wait
   for a time-step that never completes).
 
-The differences are a few µs per step, less than the spread between two processes of the
-same env (``step_timing.py``'s pairs), so they are measured in one process: one env, the
-idle agent (``step()`` called again at once), blocks of steps with each wait in turn, the
-order rotated every round. The figure is the user's thread's CPU (``time.thread_time``) per
-step of each block, and each alternative's difference to the package's block of its round.
+The differences are a few µs per step, so they are priced in one process
+(``in_process.py``): one env, the idle agent (``step()`` called again at once), blocks of
+steps with each wait in turn.
 
     python3 benchmarks/step_wait.py                  # 100 Hz and 1 kHz, about 80 s
     python3 benchmarks/step_wait.py --rates 100 --rounds 40
@@ -23,13 +21,10 @@ step of each block, and each alternative's difference to the package's block of 
 
 import argparse
 import os
-import statistics
-import time
 from typing import Any, Callable
 
 import bench_support  # noqa: F401 - puts this checkout's rtgym_ros first
-from bench_support import rate_label  # noqa: I100
-from comparison import sign_test
+from in_process import rotated_blocks, TABLE_HEADER, table_rows  # noqa: I100
 import numpy as np
 from rtgym_ros.core.wakeups import Latch
 from step_timing import _make_env
@@ -63,30 +58,21 @@ def measure(rate: float, rounds: int, steps: int) -> dict[str, list[float]]:
     env: Any = _make_env('rtgym_ros', 1.0 / rate, [], [], options={},
                          noting=([], [lambda: 0.0]))
     action = np.zeros(1, dtype=np.float32)
-    results: dict[str, list[float]] = {name: [] for name in WAITS}
+
+    def using(wait: Callable[..., bool]) -> Callable[[], None]:
+        def put() -> None:
+            Latch.wait = wait
+        return put
+
     try:
         env.reset()
         for _ in range(int(rate)):  # a second: the env's caches and the host settle
             env.step(action)
-        names = list(WAITS)
-        for round_ in range(rounds):
-            shift = round_ % len(names)
-            for name in names[shift:] + names[:shift]:
-                Latch.wait = WAITS[name]
-                for _ in range(5):  # the first waits of the other kind
-                    env.step(action)
-                cpu = time.thread_time_ns()
-                for _ in range(steps):
-                    env.step(action)
-                results[name].append((time.thread_time_ns() - cpu) / steps / 1e3)
+        return rotated_blocks(lambda: env.step(action),
+                              {name: using(wait) for name, wait in WAITS.items()},
+                              rounds=rounds, steps=steps)
     finally:
-        Latch.wait = WAITS[PACKAGE]
         env.close()
-    return results
-
-
-def _p_text(p: float) -> str:
-    return '< 0.001' if p < 0.001 else f'{p:.3f}'
 
 
 def main() -> int:
@@ -96,22 +82,10 @@ def main() -> int:
     parser.add_argument('--seconds', type=float, default=0.5, help='per block (0.5)')
     args = parser.parse_args()
     print(f'load average before: {os.getloadavg()[0]:.2f}')
-    print("| rate | wait | user's thread (µs / step), median | minus the package's, "
-          'median (µs) | blocks where it costs more | sign test p |')
-    print('|---|---|---:|---:|---|---:|')
+    print(TABLE_HEADER)
     for rate in args.rates:
         results = measure(rate, args.rounds, max(10, int(rate * args.seconds)))
-        package = results[PACKAGE]
-        for name, values in results.items():
-            if name == PACKAGE:
-                print(f'| {rate_label(rate)} | {name} | {statistics.median(values):.1f} '
-                      '| – | – | – |', flush=True)
-                continue
-            differences = [a - b for a, b in zip(values, package)]
-            above = sum(d > 0 for d in differences)
-            print(f'| {rate_label(rate)} | {name} | {statistics.median(values):.1f} '
-                  f'| {statistics.median(differences):.1f} | {above} of {len(differences)} '
-                  f'| {_p_text(sign_test(differences))} |', flush=True)
+        print('\n'.join(table_rows(rate, results)), flush=True)
     print(f'load average after: {os.getloadavg()[0]:.2f}')
     return 0
 

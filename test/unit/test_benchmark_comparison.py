@@ -25,11 +25,12 @@ def bench() -> SimpleNamespace:
         import bench_support
         import comparison
         import host_floor
+        import in_process
         import step_timing
     finally:
         sys.path.remove(str(BENCHMARKS))
     return SimpleNamespace(comparison=comparison, host_floor=host_floor, step_timing=step_timing,
-                           support=bench_support)
+                           support=bench_support, in_process=in_process)
 
 
 def _pmf(k: int, n: int, p: float) -> float:
@@ -100,6 +101,31 @@ def test_the_median_interval_covers_as_often_as_it_says_and_no_wider(bench, n):
 ])
 def test_the_sign_test_is_the_two_sided_binomial_test(bench, differences, expected):
     assert bench.comparison.sign_test(differences) == pytest.approx(expected, rel=1e-9)
+
+
+def test_in_process_blocks_rotate_the_order_and_put_the_package_back(bench):
+    put = []
+    variants = {name: (lambda name=name: put.append(name)) for name in ('package', 'a', 'b')}
+    results = bench.in_process.rotated_blocks(lambda: None, variants, rounds=4, steps=2)
+    assert put == ['package', 'a', 'b', 'a', 'b', 'package', 'b', 'package', 'a',
+                   'package', 'a', 'b', 'package']
+    assert {name: len(blocks) for name, blocks in results.items()} == dict.fromkeys(variants, 4)
+
+    def failing_step() -> None:
+        if put[-1] == 'a':
+            raise RuntimeError('a step failed')
+
+    put.clear()
+    with pytest.raises(RuntimeError, match='a step failed'):
+        bench.in_process.rotated_blocks(failing_step, variants, rounds=1, steps=1)
+    assert put == ['package', 'a', 'package']
+
+
+def test_in_process_rows_give_each_variant_minus_the_package_block_by_block(bench):
+    rows = bench.in_process.table_rows(100.0, {'package': [10.0, 20.0, 30.0],
+                                               'slower': [12.0, 19.0, 34.0]})
+    assert rows == ['| 100 Hz | package | 20.0 | – | – | – |',
+                    '| 100 Hz | slower | 19.0 | 2.0 | 2 of 3 | 1.000 |']
 
 
 def test_five_values_or_nan_ones_give_no_median_interval(bench):

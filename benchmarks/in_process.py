@@ -1,0 +1,64 @@
+"""
+Variants of one piece of the step path, priced inside one env process.
+
+A few µs per step are less than the spread between two processes of the same env
+(``step_timing.py``'s pairs), so a change that small is priced in one process: blocks of
+steps with each variant in turn, the order rotated every round, the user's thread's CPU
+(``time.thread_time``) per step of each block, and each variant's difference to the
+package's block of its round, with a sign test.
+"""
+
+import statistics
+import time
+from typing import Callable
+
+from bench_support import rate_label
+from comparison import sign_test
+
+
+def rotated_blocks(step: Callable[[], object], variants: dict[str, Callable[[], None]], *,
+                   rounds: int, steps: int) -> dict[str, list[float]]:
+    """
+    Return µs of the user's thread's CPU per step, block by block, for each variant.
+
+    :param step: one step of the env (the idle agent: called again at once).
+    :param variants: name: what puts that variant in place; the package's comes first, and
+        is put back at the end.
+    """
+    names = list(variants)
+    results: dict[str, list[float]] = {name: [] for name in names}
+    try:
+        for round_ in range(rounds):
+            shift = round_ % len(names)
+            for name in names[shift:] + names[:shift]:
+                variants[name]()
+                for _ in range(5):  # the first steps after the other variant
+                    step()
+                cpu = time.thread_time_ns()
+                for _ in range(steps):
+                    step()
+                results[name].append((time.thread_time_ns() - cpu) / steps / 1e3)
+    finally:
+        variants[names[0]]()
+    return results
+
+
+TABLE_HEADER = ("| rate | variant | user's thread (µs / step), median | minus the package's, "
+                'median (µs) | blocks where it costs more | sign test p |\n'
+                '|---|---|---:|---:|---|---:|')
+
+
+def table_rows(rate: float, results: dict[str, list[float]]) -> list[str]:
+    """Return the markdown rows of :data:`TABLE_HEADER` for one rate; the package's first."""
+    names = list(results)
+    package = results[names[0]]
+    rows = [f'| {rate_label(rate)} | {names[0]} | {statistics.median(package):.1f} '
+            '| – | – | – |']
+    for name in names[1:]:
+        differences = [a - b for a, b in zip(results[name], package)]
+        above = sum(d > 0 for d in differences)
+        p = sign_test(differences)
+        rows.append(f'| {rate_label(rate)} | {name} | {statistics.median(results[name]):.1f} '
+                    f'| {statistics.median(differences):.1f} | {above} of {len(differences)} '
+                    f"| {'< 0.001' if p < 0.001 else f'{p:.3f}'} |")
+    return rows
