@@ -93,10 +93,10 @@ class RosEnv(RealTimeEnv):
         # The last target the robot got, or will get before the next action: swapped whole
         # (read-only arrays) by the user's thread at each step and reset, by whichever thread
         # sends a safe action. max_delta counts from it.
-        self._pending: tuple[np.ndarray, np.ndarray, bool] | None = None
-        self._previous: tuple[np.ndarray, np.ndarray, bool] | None = None
+        self._pending: tuple[np.ndarray, bool] | None = None
+        self._previous: tuple[np.ndarray, bool] | None = None
         # The actions step() handed over last and the time before (it may still be on its way
-        # when the next one is checked), each with the reference it set and whether it
+        # when the next one is checked; each is the reference it set), each with whether it
         # replaced a non-finite one: the executor thread knows from them a step's action
         # from reset()'s, and what to publish for a replacement.
         self._sent = self._reference
@@ -120,6 +120,8 @@ class RosEnv(RealTimeEnv):
         self.interface.time_step_duration = self.time_step_duration
         self.interface.on_safe_action = self._safe_action_sent
         self.observation_space = observation_space
+        # The float32 bounds as Python floats (exactly), for _checked.
+        self._bounds = (self.action_space.low.tolist(), self.action_space.high.tolist())
         period = spec.options.diagnostics_period
         if period > 0:
             self._diagnostics = self._runtime.call(lambda: DiagnosticsPublisher(
@@ -152,8 +154,8 @@ class RosEnv(RealTimeEnv):
         safe action: published as it is, without ``act_prepro_func``.
         """
         handed = self._handed(action)
-        if handed is not None and handed[2]:  # a non-finite action's replacement: a safe action
-            self._sent = handed[1]
+        if handed is not None and handed[1]:  # a non-finite action's replacement: a safe action
+            self._sent = action
             if self.act_prepro_func is None:
                 return action
             # Held groups: the command last published (this thread publishes in order).
@@ -221,12 +223,11 @@ class RosEnv(RealTimeEnv):
             self._sent = _frozen(action)
             return action
         kept = self._kept_in_reach(action)
-        sent = handed[1] if kept is action else _frozen(kept)
-        action = kept
+        sent = action if kept is action else _frozen(kept)
         self._sent = sent
-        if self._pending is handed and (sent is not handed[1] or self._reference is not handed[1]):
+        if self._pending is handed and (sent is not action or self._reference is not action):
             self._reference = sent  # no later step yet: the next action counts from this one
-        return action
+        return kept
 
     def _last_action_on_reset(self, action: Any) -> Any:
         """
@@ -280,9 +281,12 @@ class RosEnv(RealTimeEnv):
     def step(self, action: Any) -> tuple:
         # Refused: the robot must not keep the last action until the watchdog.
         action, replaced = self._on_user_thread(self._checked, action)
-        reference = _frozen(action)
-        self._previous, self._pending = self._pending, (action, reference, replaced)
-        self._reference = reference
+        # The env's own new array (_checked made it), frozen in place: the reference too.
+        # setflags(False), by position: cheaper than a copy or flags.writeable on the user's
+        # thread, whose code is cold after each wait (benchmarks/action_check.py).
+        action.setflags(False)
+        self._previous, self._pending = self._pending, (action, replaced)
+        self._reference = action
         result = super().step(action)
         if self.recorder is not None:
             self.recorder.step(action, *result[1:], timeouts=self.timeouts)
@@ -299,13 +303,24 @@ class RosEnv(RealTimeEnv):
 
     def _checked(self, action: Any) -> tuple[np.ndarray, bool]:
         """User thread: return the action as buffered and whether it replaced a non-finite one."""
-        space = self.action_space
         try:
             values = np.asarray(action, dtype=np.float64)
         except (TypeError, ValueError):
+            space = self.action_space
             raise ValueError(f'action must be {space.shape[0]} numbers, got {action!r}') from None
-        if values.shape != space.shape:
-            raise ValueError(f'action must have shape {space.shape}, got {values.shape}')
+        if values.shape != self.action_space.shape:
+            raise ValueError(f'action must have shape {self.action_space.shape}, '
+                             f'got {values.shape}')
+        # Within the float32 bounds as a float64: finite, and within them as the float32 it is
+        # applied as (rounding keeps the order, and a bound is a float32). Python floats: for
+        # the few values of an action, numpy's calls cost more (benchmarks/action_check.py).
+        for value, low, high in zip(values.tolist(), *self._bounds):
+            if not low <= value <= high:
+                return self._checked_closely(values)
+        return self._limit_rate(values.astype(np.float32)), False
+
+    def _checked_closely(self, values: np.ndarray) -> tuple[np.ndarray, bool]:
+        """:meth:`_checked` for values outside the bounds as float64s (inside as float32s?)."""
         if not np.isfinite(values).all():
             self.replaced_actions += 1
             warnings.warn(f'non-finite action {values.tolist()} replaced by the safe action')
@@ -317,6 +332,7 @@ class RosEnv(RealTimeEnv):
         # of the space, and 0.7 given as a float64 is in [-0.7, 0.7] once it is a float32.
         with np.errstate(over='ignore'):  # finite beyond float32: inf, out of bounds
             values = values.astype(np.float32)
+        space = self.action_space
         values, _ = self._keep_within(
             values, space.low, space.high,
             lambda: f'is outside the bounds [{space.low.tolist()}, {space.high.tolist()}]')

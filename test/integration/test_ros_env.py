@@ -537,6 +537,50 @@ def test_out_of_bounds_action(spawn, make_env, policy):
     assert all(-1.0 <= v <= 1.0 for v in robot.values())
 
 
+def _edge_values(low: float, high: float) -> list[float]:
+    """Values at and beside float32 bounds, as float64 and float32 see them; and huge ones."""
+    values = [0.0, -0.0, 1e-45, 1e39, -1e39, 3.4028235e38, -3.4028235e38, 1.7e308, -1.7e308]
+    for bound in (low, high):
+        wide = np.float64(bound)
+        for _ in range(3):
+            values += [float(wide), float(np.nextafter(wide, -np.inf)),
+                       float(np.nextafter(wide, np.inf))]
+            wide = np.nextafter(wide, np.inf)
+        narrow = np.float32(bound)
+        values += [float(np.nextafter(narrow, np.float32(-np.inf))),
+                   float(np.nextafter(narrow, np.float32(np.inf)))]
+    return values
+
+
+@pytest.mark.parametrize('policy', ['clip', 'reject'])
+def test_actions_are_checked_as_the_float32_they_are_applied_as(spawn, make_env, policy):
+    # Bounds that float64 and float32 round apart (0.7), and one near float32's largest.
+    low, high = [-0.7, -3e38], [0.7, 3e38]
+    params = robot_params(action_policy=policy)
+    params['actions']['cmd'].update(low=low, high=high, default=[0.0, 0.0])
+    env = make_env(spawn(), **params).unwrapped
+    low32, high32 = np.float32(low), np.float32(high)
+    cases = [[a, b] for a in _edge_values(low[0], high[0]) + [0.5]
+             for b in _edge_values(low[1], high[1])[::3] + [1.0]]
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # numpy's overflow in a float32 cast included
+        for action in cases:
+            with np.errstate(over='ignore'):
+                applied = np.float32(action)
+            within = bool(np.all((applied >= low32) & (applied <= high32)))
+            given_as = [action, np.array(action)]
+            if np.isfinite(applied).all():  # as a float32 array, 1e39 is inf: non-finite
+                given_as.append(applied)
+            for given in given_as:
+                if policy == 'reject' and not within:
+                    with pytest.raises(ValueError, match='outside the bounds'):
+                        env.check_action(given)
+                    continue
+                checked = env.check_action(given)
+                assert checked.dtype == np.float32
+                assert checked.tolist() == np.clip(applied, low32, high32).tolist(), action
+
+
 @pytest.mark.parametrize('policy', ['clip', 'reject'])
 def test_max_delta_limits_the_change_per_step(spawn, make_env, policy):
     robot = spawn()

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""
+``ros-v1``'s action check and hand-over, priced: the package's, and two alternatives.
+
+``RosEnv.step()`` checks each action on the user's thread before it goes out: finite, within
+the bounds of the action space as the float32 it is applied as, within ``max_delta``. The
+package checks an action within the bounds as a float64 with Python floats, and leaves
+numpy's checks (non-finite, beyond float32, clipping or refusing) to the rest; it freezes
+the checked array in place, which is then the target ``max_delta`` counts from. The
+alternatives:
+
+- ``numpy's checks alone``: numpy's checks for every action, the same results at every value
+  (``test_actions_are_checked_as_the_float32_they_are_applied_as``);
+- ``a frozen copy``: that target a read-only copy of the checked array, made as the env
+  makes the others (``_frozen``);
+- both at once.
+
+Two figures, one env on ``config/robots/pendulum_sim.yaml`` against a ``sim_robot`` pendulum:
+
+- the check alone (with the copy for ``a frozen copy``), warm: ``timeit``, best of five;
+- the user's thread's CPU per step, in blocks of steps with each variant in turn inside the
+  env's process (``in_process.py``), the idle agent's zero action.
+
+    python3 benchmarks/action_check.py                 # 50 Hz, about 60 s
+    python3 benchmarks/action_check.py --rates 50 100 --rounds 30
+"""
+
+import argparse
+import os
+import sys
+import timeit
+from typing import Any, Callable
+
+from bench_support import bench_environment, Child, REPO  # noqa: I100
+from in_process import rotated_blocks, TABLE_HEADER, table_rows
+import numpy as np
+
+ENV_CONFIG = os.path.join(REPO, 'config', 'robots', 'pendulum_sim.yaml')
+SIM_CONFIG = os.path.join(REPO, 'config', 'sim_robot', 'pendulum.yaml')
+NAMESPACE = '/action_check'
+
+
+def _numpy_checks(self: Any, action: Any) -> tuple[np.ndarray, bool]:
+    """Check ``action`` as the package checks one outside the bounds: numpy's checks."""
+    values = np.asarray(action, dtype=np.float64)
+    if values.shape != self.action_space.shape:
+        raise ValueError(f'action must have shape {self.action_space.shape}, got {values.shape}')
+    return self._checked_closely(values)
+
+
+def measure(rate: float, rounds: int, steps: int) -> tuple[dict[str, float], dict]:
+    """Return µs per warm check, and µs of the user's thread per step block by block."""
+    import gymnasium
+    import rtgym_ros  # noqa: F401 - registers the env ids
+    from rtgym_ros.robot.env import _frozen, RosEnv
+    package = RosEnv._checked
+
+    def copied(check: Callable[..., tuple[np.ndarray, bool]]) -> Callable[..., tuple]:
+        def frozen_copy(self: Any, action: Any) -> tuple[np.ndarray, bool]:
+            """Check ``action`` with ``check``, and return a read-only copy of it."""
+            values, replaced = check(self, action)
+            return _frozen(values), replaced
+        return frozen_copy
+
+    checks: dict[str, Callable[..., tuple[np.ndarray, bool]]] = {
+        'package': package, "numpy's checks alone": _numpy_checks,
+        'a frozen copy': copied(package), 'both': copied(_numpy_checks)}
+    env = gymnasium.make('rtgym_ros/ros-v1', robot_config=ENV_CONFIG, namespace=NAMESPACE,
+                         time_step_duration=1.0 / rate, start_obs_capture=1.0 / rate,
+                         ep_max_length=10 ** 9, reset_timeout=15.0)
+    unwrapped: Any = env.unwrapped
+    action = np.zeros(unwrapped.action_space.shape, dtype=np.float32)
+
+    def using(check: Callable[..., tuple[np.ndarray, bool]]) -> Callable[[], None]:
+        def put() -> None:
+            RosEnv._checked = check
+        return put
+
+    warm = {}
+    try:
+        for name, check in checks.items():
+            repeats = timeit.repeat(lambda: check(unwrapped, action), number=20000, repeat=5)
+            warm[name] = min(repeats) / 20000 * 1e6
+        env.reset()
+        for _ in range(int(rate)):  # a second: the env's caches and the host settle
+            env.step(action)
+        blocks = rotated_blocks(lambda: env.step(action),
+                                {name: using(check) for name, check in checks.items()},
+                                rounds=rounds, steps=steps)
+    finally:
+        RosEnv._checked = package
+        env.close()
+    return warm, blocks
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--rates', type=float, nargs='+', default=[50.0])
+    parser.add_argument('--rounds', type=int, default=20, help='blocks of each variant (20)')
+    parser.add_argument('--seconds', type=float, default=1.0, help='per block (1.0)')
+    args = parser.parse_args()
+    environment = bench_environment()
+    os.environ.update(ROS_AUTOMATIC_DISCOVERY_RANGE=environment['ROS_AUTOMATIC_DISCOVERY_RANGE'],
+                      ROS_DOMAIN_ID=environment['ROS_DOMAIN_ID'])
+    sim = Child('sim_robot', [sys.executable, '-m', 'rtgym_ros.nodes.sim_robot', '--ros-args',
+                              '--params-file', SIM_CONFIG, '-r', f'__ns:={NAMESPACE}'],
+                env=environment)
+    try:
+        sim.wait_for('physics', 60.0, stderr=True)
+        print(f'load average before: {os.getloadavg()[0]:.2f}')
+        rows = []
+        for rate in args.rates:
+            warm, blocks = measure(rate, args.rounds, max(10, int(rate * args.seconds)))
+            if not rows:
+                print('| check | µs per check, warm |\n|---|---:|')
+                print('\n'.join(f'| {name} | {us:.1f} |' for name, us in warm.items()))
+            rows += table_rows(rate, blocks)
+        print(TABLE_HEADER)
+        print('\n'.join(rows))
+        print(f'load average after: {os.getloadavg()[0]:.2f}')
+    finally:
+        sim.stop()
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())
