@@ -4,16 +4,20 @@
 
 ``RosEnv.step()`` checks each action on the user's thread before it goes out: finite, within
 the bounds of the action space as the float32 it is applied as, within ``max_delta``. The
-package checks an action within the bounds as a float64 with Python floats, and leaves
-numpy's checks (non-finite, beyond float32, clipping or refusing) to the rest; it freezes
-the checked array in place, which is then the target ``max_delta`` counts from. The
-alternatives:
+package takes a native float32 array as it is and converts any other action to float64s; it
+checks an action within the bounds with Python floats, and leaves numpy's checks
+(non-finite, beyond float32, clipping or refusing) to the rest; it freezes the checked array
+(its own copy) in place, which is then the target ``max_delta`` counts from. The variants:
 
-- ``numpy's checks alone``: numpy's checks for every action, the same results at every value
-  (``test_actions_are_checked_as_the_float32_they_are_applied_as``);
+- ``float64s``: the float32 action converted to float64s first, as the package converts any
+  other (here by the caller: one call more than a check that converted it itself);
+- ``numpy's checks alone``: numpy's checks for every action, converted to float64s;
 - ``a frozen copy``: that target a read-only copy of the checked array, made as the env
   makes the others (``_frozen``);
-- both at once.
+- ``both``: numpy's checks alone, and a frozen copy.
+
+Every variant gives the same results at every value
+(``test_actions_are_checked_as_the_float32_they_are_applied_as``).
 
 Two figures, one env on ``config/robots/pendulum_sim.yaml`` against a ``sim_robot`` pendulum:
 
@@ -21,7 +25,7 @@ Two figures, one env on ``config/robots/pendulum_sim.yaml`` against a ``sim_robo
 - the user's thread's CPU per step, in blocks of steps with each variant in turn inside the
   env's process (``in_process.py``), the idle agent's zero action.
 
-    python3 benchmarks/action_check.py                 # 50 Hz, about 60 s
+    python3 benchmarks/action_check.py                 # 50 Hz, about 2 minutes
     python3 benchmarks/action_check.py --rates 50 100 --rounds 30
 """
 
@@ -43,8 +47,8 @@ NAMESPACE = '/action_check'
 def _numpy_checks(self: Any, action: Any) -> tuple[np.ndarray, bool]:
     """Check ``action`` as the package checks one outside the bounds: numpy's checks."""
     values = np.asarray(action, dtype=np.float64)
-    if values.shape != self.action_space.shape:
-        raise ValueError(f'action must have shape {self.action_space.shape}, got {values.shape}')
+    if values.shape != self._action_shape:
+        raise ValueError(f'action must have shape {self._action_shape}, got {values.shape}')
     return self._checked_closely(values)
 
 
@@ -62,8 +66,12 @@ def measure(rate: float, rounds: int, steps: int) -> tuple[dict[str, float], dic
             return _frozen(values), replaced
         return frozen_copy
 
+    def float64s(self: Any, action: Any) -> tuple[np.ndarray, bool]:
+        """Check ``action`` as the package does, once converted to float64s."""
+        return package(self, np.asarray(action, dtype=np.float64))
+
     checks: dict[str, Callable[..., tuple[np.ndarray, bool]]] = {
-        'package': package, "numpy's checks alone": _numpy_checks,
+        'package': package, 'float64s': float64s, "numpy's checks alone": _numpy_checks,
         'a frozen copy': copied(package), 'both': copied(_numpy_checks)}
     env = gymnasium.make('rtgym_ros/ros-v1', robot_config=ENV_CONFIG, namespace=NAMESPACE,
                          time_step_duration=1.0 / rate, start_obs_capture=1.0 / rate,

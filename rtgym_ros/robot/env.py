@@ -33,6 +33,8 @@ from rtgym_ros.robot.spec import RobotSpec
 from rtgym_ros.ros.diagnostics import DiagnosticsPublisher, OK, WARN
 from rtgym_ros.ros.runtime import NodeNameClaim
 
+_FLOAT32 = np.dtype(np.float32)  # a singleton: action.dtype is it for a native float32 array
+
 
 def robot_spaces(config: EnvConfig,
                  spec: RobotSpec) -> tuple[spaces.Box, ObservationLayout, spaces.Space]:
@@ -120,8 +122,10 @@ class RosEnv(RealTimeEnv):
         self.interface.time_step_duration = self.time_step_duration
         self.interface.on_safe_action = self._safe_action_sent
         self.observation_space = observation_space
-        # The float32 bounds as Python floats (exactly), for _checked.
+        # For _checked: the float32 bounds as Python floats (exactly), and the shape (Box.shape
+        # is a Python property).
         self._bounds = (self.action_space.low.tolist(), self.action_space.high.tolist())
+        self._action_shape = self.action_space.shape
         period = spec.options.diagnostics_period
         if period > 0:
             self._diagnostics = self._runtime.call(lambda: DiagnosticsPublisher(
@@ -303,14 +307,16 @@ class RosEnv(RealTimeEnv):
 
     def _checked(self, action: Any) -> tuple[np.ndarray, bool]:
         """User thread: return the action as buffered and whether it replaced a non-finite one."""
-        try:
-            values = np.asarray(action, dtype=np.float64)
-        except (TypeError, ValueError):
-            space = self.action_space
-            raise ValueError(f'action must be {space.shape[0]} numbers, got {action!r}') from None
-        if values.shape != self.action_space.shape:
-            raise ValueError(f'action must have shape {self.action_space.shape}, '
-                             f'got {values.shape}')
+        if type(action) is np.ndarray and action.dtype is _FLOAT32:
+            values = action  # an agent's usual action: copied by astype() below
+        else:
+            try:
+                values = np.asarray(action, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(f'action must be {self._action_shape[0]} numbers, '
+                                 f'got {action!r}') from None
+        if values.shape != self._action_shape:
+            raise ValueError(f'action must have shape {self._action_shape}, got {values.shape}')
         # Within the float32 bounds as a float64: finite, and within them as the float32 it is
         # applied as (rounding keeps the order, and a bound is a float32). Python floats: for
         # the few values of an action, numpy's calls cost more (benchmarks/action_check.py).

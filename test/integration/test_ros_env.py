@@ -570,7 +570,7 @@ def test_actions_are_checked_as_the_float32_they_are_applied_as(spawn, make_env,
             within = bool(np.all((applied >= low32) & (applied <= high32)))
             given_as = [action, np.array(action)]
             if np.isfinite(applied).all():  # as a float32 array, 1e39 is inf: non-finite
-                given_as.append(applied)
+                given_as += [applied, applied.astype('>f4')]
             for given in given_as:
                 if policy == 'reject' and not within:
                     with pytest.raises(ValueError, match='outside the bounds'):
@@ -579,6 +579,16 @@ def test_actions_are_checked_as_the_float32_they_are_applied_as(spawn, make_env,
                 checked = env.check_action(given)
                 assert checked.dtype == np.float32
                 assert checked.tolist() == np.clip(applied, low32, high32).tolist(), action
+
+
+def test_step_leaves_the_callers_action_its_own(spawn, make_env):
+    env = make_env(spawn())
+    env.reset()
+    action = act(0.5)  # float32, as agents give them
+    env.step(action)
+    action[0] = 0.25  # still writable: the env froze its own copy
+    obs, *_ = env.step(action)
+    assert obs['action_buffer'][:, 0].tolist() == [0.5, 0.25]  # the first not changed since
 
 
 @pytest.mark.parametrize('policy', ['clip', 'reject'])
