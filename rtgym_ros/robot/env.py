@@ -91,6 +91,7 @@ class RosEnv(RealTimeEnv):
         self.rate_limited_actions = 0
         self.clipped_commands = 0
         self._max_delta = spec.max_delta  # once: the spec does not change
+        self._max_deltas = None if self._max_delta is None else self._max_delta.tolist()
         self._reference = _frozen(spec.default_action)
         # The last target the robot got, or will get before the next action: swapped whole
         # (read-only arrays) by the user's thread at each step and reset, by whichever thread
@@ -247,7 +248,10 @@ class RosEnv(RealTimeEnv):
 
     def _kept_in_reach(self, action: np.ndarray) -> np.ndarray:
         """Return ``action``, or it clipped within ``max_delta`` of the robot's last target."""
-        low, high = self._reach(self._sent)
+        target = self._sent
+        if _plainly_within(action.tolist(), target.tolist(), self._max_deltas):
+            return action
+        low, high = self._reach(target)
         if (action >= low).all() and (action <= high).all():
             return action
         self.rate_limited_actions += 1
@@ -320,10 +324,11 @@ class RosEnv(RealTimeEnv):
         # Within the float32 bounds as a float64: finite, and within them as the float32 it is
         # applied as (rounding keeps the order, and a bound is a float32). Python floats: for
         # the few values of an action, numpy's calls cost more (benchmarks/action_check.py).
-        for value, low, high in zip(values.tolist(), *self._bounds):
+        listed = values.tolist()
+        for value, low, high in zip(listed, *self._bounds):
             if not low <= value <= high:
                 return self._checked_closely(values)
-        return self._limit_rate(values.astype(np.float32)), False
+        return self._limit_rate(values.astype(np.float32), listed), False
 
     def _checked_closely(self, values: np.ndarray) -> tuple[np.ndarray, bool]:
         """:meth:`_checked` for values outside the bounds as float64s (inside as float32s?)."""
@@ -344,18 +349,22 @@ class RosEnv(RealTimeEnv):
             lambda: f'is outside the bounds [{space.low.tolist()}, {space.high.tolist()}]')
         return self._limit_rate(values), False
 
-    def _limit_rate(self, values: np.ndarray) -> np.ndarray:
+    def _limit_rate(self, values: np.ndarray, listed: list[float] | None = None) -> np.ndarray:
         """
         Keep each value within ``max_delta`` of the robot's last target (clip or reject).
 
         That target is the previous step's action (the default, or last, action after a
         reset), or the safe action if one went out since (watchdog, error, ``wait()``): the
         ramp starts again from it. Safe actions themselves are not limited.
+
+        :param listed: the values as Python floats, before their cast to float32, if known.
         """
         limit = self._max_delta
         if limit is None:
             return values
         previous = self._reference
+        if listed is not None and _plainly_within(listed, previous.tolist(), self._max_deltas):
+            return values
         values, clipped = self._keep_within(
             values, *self._reach(previous),
             lambda: f'moves more than max_delta {limit.tolist()} from the last target '
@@ -397,6 +406,21 @@ class RosEnv(RealTimeEnv):
         if diagnostics is not None:
             diagnostics.destroy()
         super()._shutdown_interface()
+
+
+def _plainly_within(values: list[float], target: list[float], deltas: list[float]) -> bool:
+    """
+    Return whether each value is within its delta of the target, in float64.
+
+    Then it is within :meth:`RosEnv._reach`'s float32 bounds too: they are these bounds
+    rounded to float32, and rounding keeps the order (a value rounds to the float32 it is
+    applied as). Otherwise numpy's check decides. Python floats: for the few values of an
+    action, numpy's calls cost more on a thread whose code is cold (benchmarks/action_check.py).
+    """
+    for value, last, delta in zip(values, target, deltas):
+        if not last - delta <= value <= last + delta:
+            return False
+    return True
 
 
 def _frozen(values: Any) -> np.ndarray:

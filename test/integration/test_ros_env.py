@@ -581,6 +581,42 @@ def test_actions_are_checked_as_the_float32_they_are_applied_as(spawn, make_env,
                 assert checked.tolist() == np.clip(applied, low32, high32).tolist(), action
 
 
+@pytest.mark.parametrize('policy', ['clip', 'reject'])
+def test_max_delta_is_checked_as_the_float32_ramp_it_is_applied_as(spawn, make_env, policy):
+    # From the default: a target and a delta whose sum and difference float32 rounds.
+    default, max_delta = [0.1, -1e38], [0.2, 1e38]
+    params = robot_params(action_policy=policy)
+    params['actions']['cmd'].update(low=[-0.7, -3e38], high=[0.7, 3e38], default=default,
+                                    max_delta=max_delta)
+    env = make_env(spawn(), **params).unwrapped
+    low32, high32 = np.float32([-0.7, -3e38]), np.float32([0.7, 3e38])
+    target = np.float32(default)
+    near = (target - np.array(max_delta)).astype(np.float32)
+    far = (target + np.array(max_delta)).astype(np.float32)
+    edges = [_edge_values(float(target[i]) - max_delta[i], float(target[i]) + max_delta[i])
+             for i in range(2)]
+    cases = [[a, b] for a in edges[0] + [0.0] for b in edges[1][::2] + [0.0]]
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        for action in cases:
+            with np.errstate(over='ignore'):
+                applied = np.float32(action)
+            within = bool(np.all((applied >= low32) & (applied <= high32)))
+            kept = np.clip(applied, low32, high32)
+            in_reach = bool(np.all((kept >= near) & (kept <= far)))
+            given_as = [action, np.array(action)]
+            if np.isfinite(applied).all():
+                given_as.append(applied)
+            for given in given_as:
+                if policy == 'reject' and not (within and in_reach):
+                    with pytest.raises(ValueError, match='outside the bounds' if not within
+                                       else 'max_delta'):
+                        env.check_action(given)
+                    continue
+                checked = env.check_action(given)
+                assert checked.tolist() == np.clip(kept, near, far).tolist(), action
+
+
 def test_step_leaves_the_callers_action_its_own(spawn, make_env):
     env = make_env(spawn())
     env.reset()
