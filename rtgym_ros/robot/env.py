@@ -331,7 +331,12 @@ class RosEnv(RealTimeEnv):
         return self._limit_rate(values.astype(np.float32), listed), False
 
     def _checked_closely(self, values: np.ndarray) -> tuple[np.ndarray, bool]:
-        """:meth:`_checked` for values outside the bounds as float64s (inside as float32s?)."""
+        """
+        Check values not within the bounds as float64s, as :meth:`_checked` returns them.
+
+        Non-finite values, values beyond a bound, or 0.7 for a bound of 0.7 (within it as the
+        float32 it is applied as).
+        """
         if not np.isfinite(values).all():
             self.replaced_actions += 1
             warnings.warn(f'non-finite action {values.tolist()} replaced by the safe action')
