@@ -41,19 +41,18 @@ Two figures, one env on ``config/robots/pendulum_sim.yaml`` against a ``sim_robo
 
 import argparse
 import os
-import sys
 import tempfile
 import timeit
 from typing import Any, Callable
 
-from bench_support import bench_environment, Child, REPO  # noqa: I100
+from bench_support import Child, join_bench_domain  # noqa: I100
 from in_process import rotated_blocks, TABLE_HEADER, table_rows
 import numpy as np
+from scale import _start_sims, ENV_CONFIG
 import yaml
 
-ENV_CONFIG = os.path.join(REPO, 'config', 'robots', 'pendulum_sim.yaml')
-SIM_CONFIG = os.path.join(REPO, 'config', 'sim_robot', 'pendulum.yaml')
-NAMESPACE = '/action_check'
+PREFIX = 'action_check'
+NAMESPACE = f'/{PREFIX}_0'  # the one sim _start_sims(PREFIX, 1, ...) starts
 
 
 def _numpy_checks(self: Any, action: Any) -> tuple[np.ndarray, bool]:
@@ -154,14 +153,9 @@ def main() -> int:
     parser.add_argument('--max-delta', type=float, default=None,
                         help="the effort's max_delta: price the max_delta check instead")
     args = parser.parse_args()
-    environment = bench_environment()
-    os.environ.update(ROS_AUTOMATIC_DISCOVERY_RANGE=environment['ROS_AUTOMATIC_DISCOVERY_RANGE'],
-                      ROS_DOMAIN_ID=environment['ROS_DOMAIN_ID'])
-    sim = Child('sim_robot', [sys.executable, '-m', 'rtgym_ros.nodes.sim_robot', '--ros-args',
-                              '--params-file', SIM_CONFIG, '-r', f'__ns:={NAMESPACE}'],
-                env=environment)
+    sims: list[Child] = []
     try:
-        sim.wait_for('physics', 60.0, stderr=True)
+        _start_sims(PREFIX, 1, join_bench_domain(), sims)
         print(f'load average before: {os.getloadavg()[0]:.2f}')
         rows = []
         for rate in args.rates:
@@ -176,7 +170,8 @@ def main() -> int:
         print('\n'.join(rows))
         print(f'load average after: {os.getloadavg()[0]:.2f}')
     finally:
-        sim.stop()
+        for sim in sims:
+            sim.stop()
     return 0
 
 

@@ -39,6 +39,14 @@ def bench_environment() -> dict[str, str]:
     return env
 
 
+def join_bench_domain() -> dict[str, str]:
+    """Put this process on its children's domain, on this host; return their environment."""
+    env = bench_environment()
+    os.environ.update(ROS_AUTOMATIC_DISCOVERY_RANGE=env['ROS_AUTOMATIC_DISCOVERY_RANGE'],
+                      ROS_DOMAIN_ID=env['ROS_DOMAIN_ID'])
+    return env
+
+
 def process_cpu(pid: int, tid: int | None = None) -> float | None:
     """User + system CPU seconds of a process (or one of its threads); None if gone."""
     path = f'/proc/{pid}/stat' if tid is None else f'/proc/{pid}/task/{tid}/stat'

@@ -26,7 +26,8 @@ from typing import Callable
 import warnings
 
 import numpy as np
-from bench_support import machine_times, rate_label, STALL, thread_costs  # noqa: I100
+from bench_support import (join_bench_domain, machine_times, rate_label, STALL,  # noqa: I100
+                           thread_costs)
 from comparison import count_ratio_interval, median_interval, paired_ratios
 from rtgym_ros.core.timing import capture_spacing_errors
 from rtgym_ros.nodes.timing_demo import clock_reading_interface, make_load
@@ -273,8 +274,7 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options:
 
     ``options``: rtgym_ros config keys of :data:`OPTIONS` given on the command line.
     """
-    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
-    os.environ['ROS_DOMAIN_ID'] = str(1 + os.getpid() % 200)
+    join_bench_domain()
     time_step = 1.0 / rate
     load = make_load(load_name)
     captures: list[float] = []

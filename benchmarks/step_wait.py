@@ -23,7 +23,7 @@ import argparse
 import os
 from typing import Any, Callable
 
-import bench_support  # noqa: F401 - puts this checkout's rtgym_ros first
+from bench_support import join_bench_domain  # puts this checkout's rtgym_ros first
 from in_process import rotated_blocks, TABLE_HEADER, table_rows  # noqa: I100
 import numpy as np
 from rtgym_ros.core.wakeups import Latch
@@ -53,8 +53,7 @@ WAITS: dict[str, Callable[..., bool]] = {
 
 def measure(rate: float, rounds: int, steps: int) -> dict[str, list[float]]:
     """Return µs of the user's thread's CPU per step, block by block, for each wait."""
-    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
-    os.environ['ROS_DOMAIN_ID'] = str(1 + os.getpid() % 200)
+    join_bench_domain()
     env: Any = _make_env('rtgym_ros', 1.0 / rate, [], [], options={},
                          noting=([], [lambda: 0.0]))
     action = np.zeros(1, dtype=np.float32)
