@@ -29,10 +29,8 @@ bytes as they were, and its length counts 8-byte alignment for an empty sequence
 import struct
 from typing import Any, Sequence
 
-import numpy as np
 from rclpy.serialization import deserialize_message
-from rtgym_ros.msgconv.cdr import (aligned, ORIGIN, read_doubles, read_plain, read_string,
-                                   UINT32)
+from rtgym_ros.msgconv.cdr import aligned, ORIGIN, read_floats, read_plain, read_string, UINT32
 from sensor_msgs.msg import JointState
 
 _ENCAPSULATION = b'\x00\x01\x00\x00'  # CDR, little endian, no options
@@ -107,17 +105,19 @@ class FrameHeader:
 
 class JointStateFrame:
     """
-    The fields of a JointState read from its bytes; the arrays are read-only float64 views.
+    The fields of a JointState read from its bytes; the arrays are tuples of Python floats.
 
     Reads like the message (``header.stamp.sec``, ``name``, ``position``...) for the code that
     reads a JointState slot. Its header is no ``std_msgs`` Header: building one (and its
-    stamp) with rclpy's checked setters costs more than reading the whole message.
+    stamp) with rclpy's checked setters costs more than reading the whole message. Its arrays
+    are no numpy arrays: right after a wake-up each numpy call costs several microseconds, and
+    the few values of a robot's joints read as quickly from tuples at the capture.
     """
 
     __slots__ = ('header', 'name', 'position', 'velocity', 'effort')
 
-    def __init__(self, header: FrameHeader, name: list[str], position: np.ndarray,
-                 velocity: np.ndarray, effort: np.ndarray) -> None:
+    def __init__(self, header: FrameHeader, name: list[str], position: tuple[float, ...],
+                 velocity: tuple[float, ...], effort: tuple[float, ...]) -> None:
         self.header = header
         self.name = name
         self.position = position
@@ -132,8 +132,8 @@ class JointStateFrame:
     def __repr__(self) -> str:
         stamp = self.header.stamp
         return (f'JointStateFrame(stamp {stamp.sec}.{stamp.nanosec:09d}, frame '
-                f'{self.header.frame_id!r}, name {self.name}, position {self.position.tolist()}, '
-                f'velocity {self.velocity.tolist()}, effort {self.effort.tolist()})')
+                f'{self.header.frame_id!r}, name {self.name}, position {list(self.position)}, '
+                f'velocity {list(self.velocity)}, effort {list(self.effort)})')
 
 
 def decode(serialized: bytes) -> Any:
@@ -162,6 +162,6 @@ def _read(data: bytes) -> JointStateFrame:
         names.append(name)
     arrays = []
     for _ in range(3):
-        offset, values = read_doubles(data, offset)
+        offset, values = read_floats(data, offset)
         arrays.append(values)
     return JointStateFrame(FrameHeader(Stamp(sec, nanosec), frame_id), names, *arrays)

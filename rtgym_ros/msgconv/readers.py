@@ -11,7 +11,7 @@ import array
 from collections.abc import Sequence
 import math
 import operator
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -29,6 +29,24 @@ _RANGE_FIELDS = (('range_min', 'range_max'), ('min_range', 'max_range'))
 
 JOINT_ARRAYS = ('position', 'velocity', 'effort')
 """The arrays of a JointState, one value per name (or empty: not given)."""
+
+_FEW_VALUES = 32
+"""A reader of at most this many values, of scalar and JointState fields, lists them first."""
+
+_FLOAT32_LIMIT = float(2 ** 128 - 2 ** 103)
+"""The least float64 whose float32 is inf: half a float32 step above float32's largest."""
+
+
+class Segment(NamedTuple):
+    """
+    How a reader reads some of its fields: into its array, or as a sequence of values.
+
+    ``listed`` is None where the values are cast to their field's own type first (an array
+    field of a numeric type): numpy's cast then decides, as a sequence of values would not.
+    """
+
+    fill: Callable[[Any, np.ndarray], None]
+    listed: Callable[[Any], Sequence[Any]] | None
 
 
 class FieldReader:
@@ -72,19 +90,44 @@ class _ImageReader(FieldReader):
 
 
 class _NumericReader(FieldReader):
+    """
+    Numeric fields into a float32 array; a few of them as Python floats first.
 
-    def __init__(self, msg_type: type, segments: list[Callable[[Any, np.ndarray], None]], *,
-                 size: int, shape: tuple[int, ...], nonfinite: str,
+    A reader of at most ``_FEW_VALUES`` values, all of them scalar or JointState fields, makes
+    its array with one numpy call: the capture reads it right after a wake-up, when each numpy
+    call costs several microseconds (one or two a field, and the finiteness check, otherwise).
+    Values that would not be finite float32s take the numpy path, which applies ``nonfinite``.
+    """
+
+    def __init__(self, msg_type: type, segments: list[Segment], *, size: int,
+                 shape: tuple[int, ...], nonfinite: str,
                  range_fields: tuple[str, str] | None = None) -> None:
         super().__init__(msg_type, size=size, shape=shape, dtype=np.float32)
-        self._segments = segments
+        self._fills = [segment.fill for segment in segments]
+        self._listings = [segment.listed for segment in segments]
+        if size > _FEW_VALUES or None in self._listings:
+            self._listings = None
         self._nonfinite = nonfinite
         self._range_fields = range_fields
         self._reshape = shape != (size,)
 
     def read(self, msg: Any) -> np.ndarray:
+        if self._listings is not None:
+            values: list[Any] = []
+            for listed in self._listings:
+                values.extend(listed(msg))
+            for value in values:
+                if not -_FLOAT32_LIMIT < value < _FLOAT32_LIMIT:
+                    break
+            else:
+                out = np.array(values, np.float32)
+                return out.reshape(self.shape) if self._reshape else out
+        return self.read_with_numpy(msg)
+
+    def read_with_numpy(self, msg: Any) -> np.ndarray:
+        """Read ``msg`` field by field into the array, with the ``nonfinite`` policy."""
         out = np.empty(self.size, np.float32)
-        for fill in self._segments:
+        for fill in self._fills:
             fill(msg, out)
         if self._nonfinite != 'keep':
             finite = np.isfinite(out)
@@ -109,21 +152,23 @@ def _as_array(value: Any, dtype: type) -> np.ndarray:
     return np.asarray(value, dtype)
 
 
-def _scalar_segment(paths: list[str], start: int) -> Callable[[Any, np.ndarray], None]:
+def _scalar_segment(paths: list[str], start: int) -> Segment:
     get = operator.attrgetter(*paths)
     if len(paths) == 1:
         def fill(msg: Any, out: np.ndarray) -> None:
             out[start] = get(msg)
-    else:
-        stop = start + len(paths)
 
-        def fill(msg: Any, out: np.ndarray) -> None:
-            out[start:stop] = get(msg)
-    return fill
+        def listed(msg: Any) -> tuple[Any, ...]:
+            return (get(msg),)
+        return Segment(fill, listed)
+    stop = start + len(paths)
+
+    def fill_all(msg: Any, out: np.ndarray) -> None:
+        out[start:stop] = get(msg)
+    return Segment(fill_all, get)
 
 
-def _array_segment(leaf: Leaf, count: int, start: int, *,
-                   key: str) -> Callable[[Any, np.ndarray], None]:
+def _array_segment(leaf: Leaf, count: int, start: int, *, key: str) -> Segment:
     get, dtype, stop = operator.attrgetter(leaf.path), NUMERIC[leaf.typename], start + count
 
     def fill(msg: Any, out: np.ndarray) -> None:
@@ -132,7 +177,7 @@ def _array_segment(leaf: Leaf, count: int, start: int, *,
             raise ValueError(
                 f'{key}: expected {count} values in {leaf.path!r}, got {values.size}')
         out[start:stop] = values
-    return fill
+    return Segment(fill, None)  # its values are cast to the field's dtype first: numpy's
 
 
 class JointIndex:
@@ -146,43 +191,62 @@ class JointIndex:
     def __init__(self, joint_names: tuple[str, ...], *, key: str) -> None:
         self.joint_names = joint_names
         self._key = key
-        self._cache: dict[tuple[str, ...], np.ndarray] = {}
+        self._cache: dict[tuple[str, ...], tuple[np.ndarray, tuple[int, ...]]] = {}
 
     def __call__(self, names: Sequence[str]) -> np.ndarray | None:
+        """Return where each configured joint is in ``names``, as an index array."""
+        found = self._found(names)
+        return None if found is None else found[0]
+
+    def positions(self, names: Sequence[str]) -> tuple[int, ...] | None:
+        """Return where each configured joint is in ``names``, as Python ints."""
+        found = self._found(names)
+        return None if found is None else found[1]
+
+    def _found(self, names: Sequence[str]) -> tuple[np.ndarray, tuple[int, ...]] | None:
         names = tuple(names)
         if names == self.joint_names:
             return None
-        index = self._cache.get(names)
-        if index is None:
-            index = self._build(names)
+        found = self._cache.get(names)
+        if found is None:
+            positions = self._build(names)
+            found = (np.array(positions, np.intp), positions)
             if len(self._cache) >= 16:
                 self._cache.clear()
-            self._cache[names] = index
-        return index
+            self._cache[names] = found
+        return found
 
-    def _build(self, names: tuple[str, ...]) -> np.ndarray:
+    def _build(self, names: tuple[str, ...]) -> tuple[int, ...]:
         position = {name: i for i, name in enumerate(names)}
         missing = [name for name in self.joint_names if name not in position]
         if missing:
             raise ValueError(
                 f'{self._key}: expected joints {", ".join(missing)} in the JointState message, '
                 f'got names [{", ".join(names)}]')
-        return np.array([position[name] for name in self.joint_names], np.intp)
+        return tuple(position[name] for name in self.joint_names)
 
 
-def _joint_segment(leaf: Leaf, index: JointIndex, start: int, *,
-                   key: str) -> Callable[[Any, np.ndarray], None]:
+def _joint_segment(leaf: Leaf, index: JointIndex, start: int, *, key: str) -> Segment:
     get, stop = operator.attrgetter(leaf.path), start + len(index.joint_names)
+
+    def check(given: int, names: Sequence[str]) -> None:
+        if given != len(names):
+            raise ValueError(
+                f'{key}: expected {len(names)} values in {leaf.path!r} (one per name in the '
+                f'message), got {given}')
 
     def fill(msg: Any, out: np.ndarray) -> None:
         values = _as_array(get(msg), np.float64)
-        if values.size != len(msg.name):
-            raise ValueError(
-                f'{key}: expected {len(msg.name)} values in {leaf.path!r} (one per name in the '
-                f'message), got {values.size}')
+        check(values.size, msg.name)
         order = index(msg.name)
         out[start:stop] = values if order is None else values[order]
-    return fill
+
+    def listed(msg: Any) -> Sequence[float]:
+        values = get(msg)
+        check(len(values), msg.name)
+        order = index.positions(msg.name)
+        return values if order is None else [values[i] for i in order]
+    return Segment(fill, listed)
 
 
 def compile_reader(
@@ -260,7 +324,7 @@ def _check_slot_memory(size: int, dtype: np.dtype, *, key: str) -> None:
 
 
 def _segments(leaves: list[Leaf], seq_length: int, by_name: JointIndex | None, *,
-              key: str) -> tuple[list[Callable[[Any, np.ndarray], None]], int]:
+              key: str) -> tuple[list[Segment], int]:
     """Group consecutive scalars into one attrgetter call; one segment per array field."""
     segments, size, scalars = [], 0, []
     for leaf in leaves + [None]:

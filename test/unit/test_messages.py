@@ -1,6 +1,8 @@
 """Unit tests for rtgym_ros.msgconv.readers: message classes only, no node and no DDS."""
 
 import time
+from types import SimpleNamespace
+import warnings
 
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Pose, Twist, TwistStamped
@@ -13,7 +15,8 @@ from rtgym_ros.msgconv.readers import compile_reader, FieldReader, JointIndex
 from rtgym_ros.msgconv.type_names import load_message_type, load_service_type
 from rtgym_ros.msgconv.writers import compile_writer, FieldWriter
 from sensor_msgs.msg import Image, Imu, JointState, LaserScan, Range
-from std_msgs.msg import Float32, Float32MultiArray, Float64, Float64MultiArray, Int32
+from std_msgs.msg import (Float32, Float32MultiArray, Float64, Float64MultiArray, Int32, Int64,
+                          UInt64)
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
@@ -280,6 +283,110 @@ def test_large_arrays_are_converted_without_python_loops():
     build = min(_mean_seconds(writer.build, values, 20) for _ in range(3))
     read = min(_mean_seconds(reader.read, msg, 20) for _ in range(3))
     assert build < 1e-3 and read < 1e-3, f'build {build * 1e6:.0f} us, read {read * 1e6:.0f} us'
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+FIRST_INF = float(2 ** 128 - 2 ** 103)  # the least float64 whose float32 is inf
+EDGES = [0.0, -0.7, 1e-46, FLOAT32_MAX, np.nextafter(FLOAT32_MAX, np.inf),
+         np.nextafter(FIRST_INF, 0.0), FIRST_INF, 1e39, 1.7e308, np.inf, np.nan]
+EDGES += [-value for value in EDGES]
+
+
+def _joint_state(values, names=('a', 'b')):
+    return JointState(name=list(names), position=values[:2], velocity=values[2:])
+
+
+def _joint_arrays(values):
+    """Return a JointState-like message with numpy arrays (``[] += array`` broadcasts)."""
+    return SimpleNamespace(header=JointState().header, name=['b', 'a'],
+                           position=np.array(values[:2]), velocity=np.array(values[2:]))
+
+
+def _odometry(values):
+    msg = Odometry()
+    msg.pose.pose.position.x, msg.pose.pose.position.y = values[:2]
+    msg.twist.twist.linear.x, msg.twist.twist.angular.z = values[2:]
+    return msg
+
+
+def _range(values):
+    return Range(range=values[0], min_range=values[1], max_range=values[2],
+                 field_of_view=values[3])
+
+
+def _edge_readers(policy):
+    """Yield readers of a few scalar or JointState values, each with a message setting 4 values."""
+    if policy != 'max':  # 'max' reads range_max: Range alone has one
+        joints = compile_reader(JointState, ['header.stamp.sec', 'position', 'velocity'],
+                                key=KEY, joint_names=['b', 'a'], nonfinite=policy)
+        yield joints, _joint_state
+        yield joints, lambda values: _joint_state(values, names=('b', 'a'))
+        yield joints, _joint_arrays
+        yield compile_reader(Odometry, ['pose.pose.position.x', 'pose.pose.position.y',
+                                        'twist.twist.linear.x', 'twist.twist.angular.z'],
+                             key=KEY, nonfinite=policy), _odometry
+    yield compile_reader(Range, ['range', 'min_range', 'max_range', 'field_of_view'], key=KEY,
+                         nonfinite=policy), _range
+
+
+@pytest.mark.parametrize('policy', ['keep', 'zero', 'max'])
+def test_a_few_values_are_read_as_numpy_reads_them(policy):
+    # Differential: the few values of scalar and JointState fields are listed as Python floats
+    # and made an array at once; every value must read as numpy's field-by-field path reads
+    # it (the float32 cast, the nonfinite policy at the edge where a float32 overflows).
+    rng = np.random.default_rng(3)
+    cells = 0
+    for reader, make in _edge_readers(policy):
+        for _ in range(60):
+            values = [float(value) for value in rng.choice(EDGES, 4)]
+            if reader.msg_type is Range:  # rclpy's float32 fields refuse a float32 overflow
+                values = [value / 1e30 if np.isfinite(value) and abs(value) > FLOAT32_MAX
+                          else value for value in values]
+            msg = make(values)
+            with warnings.catch_warnings(record=True) as numpy_warned:
+                warnings.simplefilter('always')
+                expected = reader.read_with_numpy(msg)
+            with warnings.catch_warnings(record=True) as warned:
+                warnings.simplefilter('always')
+                out = reader.read(msg)
+            assert out.dtype == expected.dtype and out.shape == expected.shape
+            np.testing.assert_array_equal(out, expected, err_msg=f'{values}')
+            assert [w.category for w in warned] == [w.category for w in numpy_warned]
+            cells += 1
+    assert cells >= 60
+
+
+@pytest.mark.parametrize('msg_type, values', [
+    (UInt64, [0, 1, 2 ** 24 + 1, 2 ** 53 + 1, 2 ** 62 + 2 ** 38 + 1, 2 ** 64 - 1]),
+    (Int64, [-2 ** 63, -(2 ** 24 + 1), -(2 ** 53 + 1), 2 ** 63 - 1]),
+])
+def test_integer_fields_are_read_as_numpy_reads_them(msg_type, values):
+    reader = compile_reader(msg_type, ['data'], key=KEY)
+    for value in values:
+        msg = msg_type(data=value)
+        assert reader.read(msg).tobytes() == reader.read_with_numpy(msg).tobytes(), value
+
+
+def test_a_few_values_within_float32_are_not_read_field_by_field(monkeypatch):
+    reader = compile_reader(JointState, ['header.stamp.sec', 'position', 'velocity'], key=KEY,
+                            joint_names=['b', 'a'])
+    monkeypatch.setattr(reader, 'read_with_numpy', None)
+    out = reader.read(_joint_state([0.5, FLOAT32_MAX, -0.7, 1e-46]))
+    np.testing.assert_array_equal(out, np.array([0, FLOAT32_MAX, 0.5, 1e-46, -0.7], np.float32))
+
+
+def test_a_long_or_typed_reader_reads_with_numpy(monkeypatch):
+    # An array field of its own numeric type is cast to it first (numpy's cast decides), and
+    # many values cost less as numpy calls: both take numpy's path.
+    for reader, msg in (
+            (compile_reader(Imu, ['orientation', 'orientation_covariance'], key=KEY), Imu()),
+            (compile_reader(JointState, ['position'], key=KEY,
+                            joint_names=[f'j{i}' for i in range(33)]),
+             JointState(name=[f'j{i}' for i in range(33)], position=[1.0] * 33))):
+        called = []
+        monkeypatch.setattr(reader, 'read_with_numpy', lambda message: called.append(message))
+        reader.read(msg)
+        assert called == [msg]
 
 
 def test_read_returns_a_fresh_array():
