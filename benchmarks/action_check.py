@@ -46,7 +46,7 @@ import timeit
 from typing import Any, Callable
 
 from bench_support import Child, join_bench_domain  # noqa: I100
-from in_process import rotated_blocks, TABLE_HEADER, table_rows
+from in_process import rotated_blocks, table_header, table_rows
 import numpy as np
 from scale import _start_sims, ENV_CONFIG
 import yaml
@@ -166,7 +166,7 @@ def main() -> int:
                 print('| variant | µs per check, warm |\n|---|---:|')
                 print('\n'.join(f'| {name} | {us:.1f} |' for name, us in warm.items()))
             rows += table_rows(rate, blocks)
-        print(TABLE_HEADER)
+        print(table_header())
         print('\n'.join(rows))
         print(f'load average after: {os.getloadavg()[0]:.2f}')
     finally:

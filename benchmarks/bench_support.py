@@ -89,6 +89,12 @@ def thread_costs(pid: int | str = 'self') -> dict[int, tuple[str, int, int]]:
 _VOLUNTARY = b'\nvoluntary_ctxt_switches:'
 
 
+def threads_cpu_ns(tids: list[int]) -> int:
+    """Return the CPU nanoseconds of these threads of this process so far (``schedstat``)."""
+    return sum(int(_read_proc(f'/proc/self/task/{tid}/schedstat').split(None, 1)[0])
+               for tid in tids)
+
+
 def _read_proc(path: str) -> bytes:
     """Return a small /proc file's bytes (one read: the kernel writes them whole)."""
     descriptor = os.open(path, os.O_RDONLY)

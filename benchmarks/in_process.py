@@ -3,9 +3,9 @@ Variants of one piece of the step path, priced inside one env process.
 
 A few µs per step are less than the spread between two processes of the same env
 (``step_timing.py``'s pairs), so a change that small is priced in one process: blocks of
-steps with each variant in turn, the order rotated every round, the user's thread's CPU
-(``time.thread_time``) per step of each block, and each variant's difference to the
-package's block of its round, with a sign test.
+steps with each variant in turn, the order rotated every round, the CPU per step of each
+block (the user's thread's, ``time.thread_time``, or the whole process's), and each variant's
+difference to the package's block of its round, with a sign test.
 """
 
 import statistics
@@ -17,13 +17,16 @@ from comparison import sign_test
 
 
 def rotated_blocks(step: Callable[[], object], variants: dict[str, Callable[[], None]], *,
-                   rounds: int, steps: int) -> dict[str, list[float]]:
+                   rounds: int, steps: int,
+                   cpu_ns: Callable[[], int] = time.thread_time_ns) -> dict[str, list[float]]:
     """
-    Return µs of the user's thread's CPU per step, block by block, for each variant.
+    Return µs of CPU per step, block by block, for each variant.
 
     :param step: one step of the env (the idle agent: called again at once).
     :param variants: name: what puts that variant in place; the package's comes first, and
         is put back at the end.
+    :param cpu_ns: the CPU counted: the user's thread's, or ``time.process_time_ns`` for the
+        env's threads too.
     """
     names = list(variants)
     results: dict[str, list[float]] = {name: [] for name in names}
@@ -34,22 +37,24 @@ def rotated_blocks(step: Callable[[], object], variants: dict[str, Callable[[], 
                 variants[name]()
                 for _ in range(5):  # the first steps after the other variant
                     step()
-                cpu = time.thread_time_ns()
+                cpu = cpu_ns()
                 for _ in range(steps):
                     step()
-                results[name].append((time.thread_time_ns() - cpu) / steps / 1e3)
+                results[name].append((cpu_ns() - cpu) / steps / 1e3)
     finally:
         variants[names[0]]()
     return results
 
 
-TABLE_HEADER = ("| rate | variant | user's thread (µs / step), median | minus the package's, "
-                'median (µs) | blocks where it costs more | sign test p |\n'
-                '|---|---|---:|---:|---|---:|')
+def table_header(counted: str = "user's thread") -> str:
+    """Return the header of :func:`table_rows`'s table; ``counted``: whose CPU it is."""
+    return (f"| rate | variant | {counted} (µs / step), median | minus the package's, "
+            'median (µs) | blocks where it costs more | sign test p |\n'
+            '|---|---|---:|---:|---|---:|')
 
 
 def table_rows(rate: float, results: dict[str, list[float]]) -> list[str]:
-    """Return the markdown rows of :data:`TABLE_HEADER` for one rate; the package's first."""
+    """Return the markdown rows of :func:`table_header` for one rate; the package's first."""
     names = list(results)
     package = results[names[0]]
     rows = [f'| {rate_label(rate)} | {names[0]} | {statistics.median(package):.1f} '

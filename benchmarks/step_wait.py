@@ -24,7 +24,7 @@ import os
 from typing import Any, Callable
 
 from bench_support import join_bench_domain  # puts this checkout's rtgym_ros first
-from in_process import rotated_blocks, TABLE_HEADER, table_rows  # noqa: I100
+from in_process import rotated_blocks, table_header, table_rows  # noqa: I100
 import numpy as np
 from rtgym_ros.core.wakeups import Latch
 from step_timing import _make_env
@@ -81,7 +81,7 @@ def main() -> int:
     parser.add_argument('--seconds', type=float, default=0.5, help='per block (0.5)')
     args = parser.parse_args()
     print(f'load average before: {os.getloadavg()[0]:.2f}')
-    print(TABLE_HEADER)
+    print(table_header())
     for rate in args.rates:
         results = measure(rate, args.rounds, max(10, int(rate * args.seconds)))
         print('\n'.join(table_rows(rate, results)), flush=True)

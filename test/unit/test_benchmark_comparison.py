@@ -121,6 +121,23 @@ def test_in_process_blocks_rotate_the_order_and_put_the_package_back(bench):
     assert put == ['package', 'a', 'package']
 
 
+def test_in_process_blocks_count_the_cpu_they_are_given(bench):
+    # A block of 4 steps, each costing the counted CPU 3 µs (the package) or 5 µs ('a'):
+    # what is counted is the clock given (the env's threads), not the caller's thread.
+    counted = [0]
+    costs = {'package': 3_000, 'a': 5_000}
+    current = ['package']
+    variants = {name: (lambda name=name: current.__setitem__(0, name)) for name in costs}
+
+    def step() -> None:
+        counted[0] += costs[current[0]]
+    results = bench.in_process.rotated_blocks(step, variants, rounds=2, steps=4,
+                                              cpu_ns=lambda: counted[0])
+    assert results == {'package': [3.0, 3.0], 'a': [5.0, 5.0]}
+    assert bench.in_process.table_header("the env's threads").startswith(
+        "| rate | variant | the env's threads (µs / step), median |")
+
+
 def test_in_process_rows_give_each_variant_minus_the_package_block_by_block(bench):
     rows = bench.in_process.table_rows(100.0, {'package': [10.0, 20.0, 30.0],
                                                'slower': [12.0, 19.0, 34.0]})
