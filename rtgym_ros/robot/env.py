@@ -319,6 +319,10 @@ class RosEnv(RealTimeEnv):
             except (TypeError, ValueError):
                 raise ValueError(f'action must be {self._action_shape[0]} numbers, '
                                  f'got {action!r}') from None
+            except OverflowError as error:  # a Python int beyond float64 (not printed: huge)
+                raise ValueError(f'action must be {self._action_shape[0]} numbers within '
+                                 f"float64's range, got a {type(action).__name__} with a "
+                                 f'larger one ({error})') from None
         if values.shape != self._action_shape:
             raise ValueError(f'action must have shape {self._action_shape}, got {values.shape}')
         # Within the float32 bounds as a float64: finite, and within them as the float32 it is

@@ -833,13 +833,16 @@ def test_wrong_action_shape_raises(spawn, make_env):
     for bad in (np.zeros(2, np.float32), np.zeros((1, 1), np.float32), 0.5, [], 'abc'):
         with pytest.raises(ValueError):
             env.step(bad)
+    with pytest.raises(ValueError, match=r"^action must be 1 numbers within float64's range, "
+                                         r'got a list with a larger one \(int too large'):
+        env.step([10 ** 400])  # not numpy's OverflowError: a refused action, as the others
     env.step(act(0.5))
     env.step(act(0.5))
     robot.wait_last(0.5)
     values = robot.values()
     # Each refusal's safe action (the reset's default too, unless a refusal overtook it).
     before = values[:values.index(0.5)]
-    assert set(before) == {DEFAULT} and len(before) >= 5, values
+    assert set(before) == {DEFAULT} and len(before) >= 6, values
     assert all(len(c['data']) == 1 for c in robot.commands())
 
 
