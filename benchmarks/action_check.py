@@ -45,14 +45,13 @@ import tempfile
 import timeit
 from typing import Any, Callable
 
-from bench_support import Child, join_bench_domain  # noqa: I100
-from in_process import rotated_blocks, table_header, table_rows
+from in_process import beside_one_sim, rotated_blocks, table_header, table_rows  # noqa: I100
 import numpy as np
-from scale import _start_sims, ENV_CONFIG
+from scale import ENV_CONFIG
 import yaml
 
 PREFIX = 'action_check'
-NAMESPACE = f'/{PREFIX}_0'  # the one sim _start_sims(PREFIX, 1, ...) starts
+NAMESPACE = f'/{PREFIX}_0'  # the sim beside_one_sim(PREFIX) starts
 
 
 def _numpy_checks(self: Any, action: Any) -> tuple[np.ndarray, bool]:
@@ -153,10 +152,7 @@ def main() -> int:
     parser.add_argument('--max-delta', type=float, default=None,
                         help="the effort's max_delta: price the max_delta check instead")
     args = parser.parse_args()
-    sims: list[Child] = []
-    try:
-        _start_sims(PREFIX, 1, join_bench_domain(), sims)
-        print(f'load average before: {os.getloadavg()[0]:.2f}')
+    with beside_one_sim(PREFIX):
         rows = []
         for rate in args.rates:
             with tempfile.TemporaryDirectory() as directory:
@@ -168,10 +164,6 @@ def main() -> int:
             rows += table_rows(rate, blocks)
         print(table_header())
         print('\n'.join(rows))
-        print(f'load average after: {os.getloadavg()[0]:.2f}')
-    finally:
-        for sim in sims:
-            sim.stop()
     return 0
 
 

@@ -8,12 +8,33 @@ block (the user's thread's, ``time.thread_time``, or the whole process's), and e
 difference to the package's block of its round, with a sign test.
 """
 
+import contextlib
+import os
 import statistics
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
-from bench_support import rate_label
+from bench_support import Child, join_bench_domain, rate_label
 from comparison import sign_test
+from scale import _start_sims
+
+
+@contextlib.contextmanager
+def beside_one_sim(prefix: str) -> Iterator[None]:
+    """
+    Run the body beside one ``sim_robot`` pendulum in ``/{prefix}_0``, this process on its domain.
+
+    The load average is printed before and after, as the tables of these benchmarks give it.
+    """
+    sims: list[Child] = []
+    try:
+        _start_sims(prefix, 1, join_bench_domain(), sims)
+        print(f'load average before: {os.getloadavg()[0]:.2f}')
+        yield
+        print(f'load average after: {os.getloadavg()[0]:.2f}')
+    finally:
+        for sim in sims:
+            sim.stop()
 
 
 def rotated_blocks(step: Callable[[], object], variants: dict[str, Callable[[], None]], *,

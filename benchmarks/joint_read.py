@@ -30,19 +30,17 @@ variant, and their spread would hide a few microseconds.
 """
 
 import argparse
-import os
 import threading
 import time
 from typing import Any, Callable
 
-from bench_support import (Child, join_bench_domain, rate_label,  # noqa: I100
-                           threads_cpu_ns)
-from in_process import rotated_blocks, table_header, table_rows
+from bench_support import rate_label, threads_cpu_ns  # noqa: I100
+from in_process import beside_one_sim, rotated_blocks, table_header, table_rows
 import numpy as np
-from scale import _start_sims, ENV_CONFIG
+from scale import ENV_CONFIG
 
 PREFIX = 'joint_read'
-NAMESPACE = f'/{PREFIX}_0'  # the one sim _start_sims(PREFIX, 1, ...) starts
+NAMESPACE = f'/{PREFIX}_0'  # the sim beside_one_sim(PREFIX) starts
 
 
 def measure(rate: float, rounds: int, steps: int) -> tuple[dict[str, list[float]], dict]:
@@ -121,10 +119,7 @@ def main() -> int:
     parser.add_argument('--rounds', type=int, default=20, help='blocks of each variant (20)')
     parser.add_argument('--seconds', type=float, default=2.0, help='per block (2.0)')
     args = parser.parse_args()
-    sims: list[Child] = []
-    try:
-        _start_sims(PREFIX, 1, join_bench_domain(), sims)
-        print(f'load average before: {os.getloadavg()[0]:.2f}')
+    with beside_one_sim(PREFIX):
         rows, parts = [], []
         for rate in args.rates:
             blocks, per_call = measure(rate, args.rounds, max(10, int(rate * args.seconds)))
@@ -136,10 +131,6 @@ def main() -> int:
         print('\n| rate | variant | io thread, µs per message taken | executor thread, µs per '
               'read |\n|---|---|---:|---:|')
         print('\n'.join(parts))
-        print(f'load average after: {os.getloadavg()[0]:.2f}')
-    finally:
-        for sim in sims:
-            sim.stop()
     return 0
 
 
