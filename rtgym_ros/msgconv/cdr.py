@@ -56,17 +56,21 @@ def read_string(data: bytes, offset: int) -> tuple[int, str]:
     return end, data[start:data.index(0, start, end)].decode()
 
 
+def _double_sequence(data: bytes, offset: int) -> tuple[int, int]:
+    """Return where the values of the double sequence at ``offset`` start, and their count."""
+    offset = aligned(offset, 4)
+    (count,) = UINT32.unpack_from(data, offset)
+    offset += 4
+    return (aligned(offset, 8) if count else offset), count
+
+
 def read_floats(data: bytes, offset: int) -> tuple[int, tuple[float, ...]]:
     """
     Return the offset after the double sequence at ``offset`` and its values as Python floats.
 
     For the few values of a sensor sample: no numpy call where a message is taken.
     """
-    offset = aligned(offset, 4)
-    (count,) = UINT32.unpack_from(data, offset)
-    offset += 4
-    if count:
-        offset = aligned(offset, 8)
+    offset, count = _double_sequence(data, offset)
     if count > len(data):  # 8 bytes a value: a corrupt count, not a huge message
         raise ValueError(f'{count} doubles in {len(data)} bytes')
     return offset + 8 * count, struct.unpack_from(f'<{count}d', data, offset)
@@ -74,10 +78,6 @@ def read_floats(data: bytes, offset: int) -> tuple[int, tuple[float, ...]]:
 
 def read_doubles(data: bytes, offset: int) -> tuple[int, np.ndarray]:
     """Return the offset after the double sequence at ``offset`` and a read-only view on it."""
-    offset = aligned(offset, 4)
-    (count,) = UINT32.unpack_from(data, offset)
-    offset += 4
-    if count:
-        offset = aligned(offset, 8)
+    offset, count = _double_sequence(data, offset)
     values = np.frombuffer(data, '<f8', count, offset)  # ValueError past the end
     return offset + 8 * count, values
