@@ -45,13 +45,13 @@ import tempfile
 import timeit
 from typing import Any, Callable
 
-from in_process import beside_one_sim, rotated_blocks, table_header, table_rows  # noqa: I100
+from in_process import (beside_one_sim, pendulum_env, rotated_blocks,  # noqa: I100
+                        table_header, table_rows)
 import numpy as np
 from scale import ENV_CONFIG
 import yaml
 
-PREFIX = 'action_check'
-NAMESPACE = f'/{PREFIX}_0'  # the sim beside_one_sim(PREFIX) starts
+PREFIX = 'action_check'  # the sim's namespace: /action_check_0
 
 
 def _numpy_checks(self: Any, action: Any) -> tuple[np.ndarray, bool]:
@@ -83,8 +83,6 @@ def _never_plainly_within(values: list, target: list, deltas: list) -> bool:
 def measure(rate: float, rounds: int, steps: int, *, max_delta: float | None,
             directory: str) -> tuple[dict[str, float], dict]:
     """Return µs per warm check, and µs of the user's thread per step block by block."""
-    import gymnasium
-    import rtgym_ros  # noqa: F401 - registers the env ids
     import rtgym_ros.robot.env as env_module
     RosEnv = env_module.RosEnv
     package, plainly_within = RosEnv._checked, env_module._plainly_within
@@ -112,10 +110,7 @@ def measure(rate: float, rounds: int, steps: int, *, max_delta: float | None,
         variants = {'package': (package, plainly_within),
                     "numpy's max_delta check": (package, _never_plainly_within),
                     'all three': (copied(_numpy_checks), _never_plainly_within)}
-    env = gymnasium.make('rtgym_ros/ros-v1', robot_config=_config(max_delta, directory),
-                         namespace=NAMESPACE, time_step_duration=1.0 / rate,
-                         start_obs_capture=1.0 / rate, ep_max_length=10 ** 9,
-                         reset_timeout=15.0)
+    env = pendulum_env(PREFIX, rate, _config(max_delta, directory))
     unwrapped: Any = env.unwrapped
     action = np.zeros(unwrapped.action_space.shape, dtype=np.float32)
 

@@ -12,11 +12,11 @@ import contextlib
 import os
 import statistics
 import time
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from bench_support import Child, join_bench_domain, rate_label
 from comparison import sign_test
-from scale import _start_sims
+from scale import _start_sims, ENV_CONFIG
 
 
 @contextlib.contextmanager
@@ -35,6 +35,16 @@ def beside_one_sim(prefix: str) -> Iterator[None]:
     finally:
         for sim in sims:
             sim.stop()
+
+
+def pendulum_env(prefix: str, rate: float, robot_config: str = ENV_CONFIG) -> Any:
+    """Make a ``ros-v1`` env at ``rate`` on :func:`beside_one_sim`'s pendulum; endless episodes."""
+    import gymnasium
+    import rtgym_ros  # noqa: F401 - registers the env ids
+    return gymnasium.make('rtgym_ros/ros-v1', robot_config=robot_config,
+                          namespace=f'/{prefix}_0', time_step_duration=1.0 / rate,
+                          start_obs_capture=1.0 / rate, ep_max_length=10 ** 9,
+                          reset_timeout=15.0)
 
 
 def rotated_blocks(step: Callable[[], object], variants: dict[str, Callable[[], None]], *,

@@ -35,12 +35,10 @@ import time
 from typing import Any, Callable
 
 from bench_support import rate_label, threads_cpu_ns  # noqa: I100
-from in_process import beside_one_sim, rotated_blocks, table_header, table_rows
+from in_process import beside_one_sim, pendulum_env, rotated_blocks, table_header, table_rows
 import numpy as np
-from scale import ENV_CONFIG
 
-PREFIX = 'joint_read'
-NAMESPACE = f'/{PREFIX}_0'  # the sim beside_one_sim(PREFIX) starts
+PREFIX = 'joint_read'  # the sim's namespace: /joint_read_0
 
 
 def measure(rate: float, rounds: int, steps: int) -> tuple[dict[str, list[float]], dict]:
@@ -50,14 +48,10 @@ def measure(rate: float, rounds: int, steps: int) -> tuple[dict[str, list[float]
     And for each variant the µs of its io thread per message taken (the subscription's
     callback) and of its executor thread per slot read at a capture.
     """
-    import gymnasium
-    import rtgym_ros  # noqa: F401 - registers the env ids
     from rtgym_ros.msgconv import cdr, joint_state_cdr
     from rtgym_ros.msgconv.readers import FieldReader
 
-    env = gymnasium.make('rtgym_ros/ros-v1', robot_config=ENV_CONFIG, namespace=NAMESPACE,
-                         time_step_duration=1.0 / rate, start_obs_capture=1.0 / rate,
-                         ep_max_length=10 ** 9, reset_timeout=15.0)
+    env = pendulum_env(PREFIX, rate)
     unwrapped: Any = env.unwrapped
     slot = unwrapped.interface.slots[0]
     reader: Any = slot.spec.reader
