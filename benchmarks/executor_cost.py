@@ -22,6 +22,13 @@ RESULTS.md, step timing). Each figure is the CPU time of the waking thread
   publishes it), spun by ``lean`` and by ``events``: the firings, the spinning thread's
   wake-ups and CPU, the whole process's CPU, and the firings after ``/clock`` jumps 10 s
   back, while it stops, and once it goes on;
+- messages (``--parts messages``): a one-joint ``JointState`` at 100 Hz from another
+  process (reliable, as ``sim_robot`` sends it), taken raw by a ``sensor_data`` subscription,
+  spun by ``events`` (the env's io thread), ``single``, and ``wait set`` (a bare rcl wait set
+  holding the subscription alone, taken in Python: the floor): the spinning thread's CPU and
+  wake-ups per message, and those of this process's Fast DDS threads (``dds.*``: the
+  shared-memory listener that receives the message among them), and what those threads
+  cost a second before any publisher runs;
 - after a sleep (``--parts cold``): the CPU of a bare sleep to a deadline 10, 1 and 0.1 ms
   away, and of the same small piece of Python run right after it. A thread that slept longer
   wakes to colder caches: on a VM the same code can take several times the CPU, which is why
@@ -30,6 +37,7 @@ RESULTS.md, step timing). Each figure is the CPU time of the waking thread
     python3 benchmarks/executor_cost.py --repeat 3
     python3 benchmarks/executor_cost.py --parts cold --repeat 3
     python3 benchmarks/executor_cost.py --parts clock --repeat 3
+    python3 benchmarks/executor_cost.py --parts messages --repeat 3
 """
 
 import _thread
@@ -50,11 +58,13 @@ from rclpy.executors import Executor, SingleThreadedExecutor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.qos import qos_profile_sensor_data, QoSProfile
 from rclpy.signals import SignalHandlerOptions
 from rclpy.time_source import TimeSource
 from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
-import bench_support  # noqa: F401, I100 - puts this checkout's rtgym_ros first
+import bench_support  # noqa: I100 - puts this checkout's rtgym_ros first
 from rtgym_ros.ros.lean_executor import LeanExecutor  # noqa: I100
 from rtgym_ros.ros.publisher_events import drop_event_handlers, without_default_handlers
 from rtgym_ros.ros.spin import SpinThread
@@ -290,6 +300,145 @@ def _clock_table(context: Context, repeat: int, seconds: float) -> None:
               f'(runs: {process}) | {phases} |')
 
 
+MESSAGE_RATE = 100.0  # Hz of JointState messages (--parts messages)
+MESSAGE_RECEIVERS = ('events', 'single', 'wait set')
+
+
+def _publish_joint_states(domain_id: int, end: Any) -> None:
+    """Child process: a one-joint JointState at MESSAGE_RATE until ``end`` is set."""
+    context = Context()
+    rclpy.init(context=context, domain_id=domain_id,
+               signal_handler_options=SignalHandlerOptions.NO)
+    node = Node(f'joint_feed_{os.getpid()}', context=context, start_parameter_services=False)
+    publisher = node.create_publisher(JointState, 'executor_cost_joints', QoSProfile(depth=10))
+    message = JointState(name=['joint'], position=[0.0], velocity=[0.0], effort=[0.0])
+    due = time.monotonic()
+    while not end.is_set():
+        due += 1.0 / MESSAGE_RATE
+        message.position[0] += 0.001
+        publisher.publish(message)
+        time.sleep(max(0.0, due - time.monotonic()))
+    node.destroy_node()
+    context.try_shutdown()
+
+
+class _WaitSetLoop:
+    """The least a Python thread can do per message: wait on the subscription alone, take."""
+
+    def __init__(self, context: Context, subscription: Any) -> None:
+        self._handle = subscription.handle
+        self._msg_type = subscription.msg_type
+        self._callback = subscription.callback
+        self._wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, context.handle)
+
+    def spin_once(self, timeout_sec: float) -> None:
+        with self._handle:
+            self._wait_set.clear_entities()
+            self._wait_set.add_subscription(self._handle)
+            self._wait_set.wait(int(timeout_sec * 1e9))
+            taken = self._handle.take_message(self._msg_type, True)
+        if taken is not None:
+            self._callback(taken[0])
+
+
+def _dds_threads() -> tuple[int, int]:
+    """CPU ns and voluntary context switches so far of this process's Fast DDS threads."""
+    costs = [(cpu, switches) for name, cpu, switches in bench_support.thread_costs().values()
+             if name.startswith('dds.')]
+    return sum(cpu for cpu, _ in costs), sum(switches for _, switches in costs)
+
+
+def message_cost(context: Context, name: str, seconds: float) -> dict[str, float]:
+    """Take the feed's messages with receiver ``name``: its thread's and DDS's cost each."""
+    node = Node(f'message_cost_{name.replace(" ", "_")}_{os.getpid()}', context=context,
+                start_parameter_services=False)
+    received = [0]
+    subscription = node.create_subscription(
+        JointState, 'executor_cost_joints', lambda _: received.__setitem__(0, received[0] + 1),
+        qos_profile_sensor_data, raw=True)
+    if name == 'wait set':
+        receiver: Any = _WaitSetLoop(context, subscription)
+    else:
+        receiver = EXECUTORS[name](context)
+        receiver.add_node(node)
+
+    def spin(wall_seconds: float) -> None:
+        end = time.monotonic() + wall_seconds
+        while time.monotonic() < end:
+            receiver.spin_once(timeout_sec=0.1)
+
+    try:
+        matched = time.monotonic() + 10.0
+        while not received[0] and time.monotonic() < matched:
+            receiver.spin_once(timeout_sec=0.1)
+        if not received[0]:
+            raise RuntimeError(f'{name}: no message from the feed in 10 s')
+        spin(0.5)  # the receiving thread warm
+        usage, cpu, dds = (resource.getrusage(resource.RUSAGE_THREAD), time.thread_time_ns(),
+                           _dds_threads())
+        received[0] = 0
+        spin(seconds)
+        count = max(received[0], 1)
+        waits = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - usage.ru_nvcsw
+        dds_cpu, dds_waits = (after - before for after, before in zip(_dds_threads(), dds))
+        return {'messages': received[0],
+                'cpu_us': (time.thread_time_ns() - cpu) / count / 1e3,
+                'wakeups': waits / count,
+                'dds_cpu_us': dds_cpu / count / 1e3, 'dds_wakeups': dds_waits / count}
+    finally:
+        if name != 'wait set':
+            receiver.remove_node(node)
+            receiver.shutdown()
+        node.destroy_node()
+
+
+def _idle_dds(seconds: float) -> tuple[float, float]:
+    """Return µs of CPU and wake-ups a second of this process's DDS threads, nothing sent."""
+    cpu, waits = _dds_threads()
+    time.sleep(seconds)
+    after_cpu, after_waits = _dds_threads()
+    return (after_cpu - cpu) / seconds / 1e3, (after_waits - waits) / seconds
+
+
+def _message_table(context: Context, repeat: int, seconds: float) -> None:
+    node = Node(f'message_idle_{os.getpid()}', context=context,  # the participant is made
+                start_parameter_services=False)
+    time.sleep(1.0)  # its first announcements sent
+    idle = [_idle_dds(seconds) for _ in range(repeat)]
+    node.destroy_node()
+    print("this process's DDS threads before any publisher, per second (median, runs): "
+          f'{np.median([cpu for cpu, _ in idle]):.0f} µs of CPU '
+          f"({', '.join(f'{cpu:.0f}' for cpu, _ in idle)}), "
+          f'{np.median([waits for _, waits in idle]):.1f} wake-ups '
+          f"({', '.join(f'{waits:.1f}' for _, waits in idle)})")
+    spawn = multiprocessing.get_context('spawn')
+    end = spawn.Event()
+    feed = spawn.Process(target=_publish_joint_states, name='joint feed',
+                         args=(context.get_domain_id(), end))
+    feed.start()
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in MESSAGE_RECEIVERS}
+    try:
+        time.sleep(2.0)  # the feed's process up and discovered
+        for _ in range(repeat):
+            for name in MESSAGE_RECEIVERS:
+                results[name].append(message_cost(context, name, seconds))
+    finally:
+        end.set()
+        feed.join(10.0)
+    print(f'| receiving {MESSAGE_RATE:g} Hz JointState | messages | spinning thread: CPU (µs) '
+          '/ wake-ups per message | DDS threads: CPU (µs) / wake-ups per message | '
+          'runs: spinning thread, DDS threads (µs) |')
+    print('|---|---:|---:|---:|---|')
+    for name, runs in results.items():
+        def median(key: str) -> float:
+            return float(np.median([run[key] for run in runs]))
+
+        each = ', '.join(f"{r['cpu_us']:.0f} / {r['dds_cpu_us']:.0f}" for r in runs)
+        print(f"| {name} | {median('messages'):.0f} | {median('cpu_us'):.0f} / "
+              f"{median('wakeups'):.2f} | {median('dds_cpu_us'):.0f} / "
+              f"{median('dds_wakeups'):.2f} | {each} |")
+
+
 COLD_PERIODS = (0.01, 0.001, 0.0001)  # s slept before each wake-up
 _TABLE = {'a': 1}
 
@@ -338,16 +487,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--seconds', type=float, default=2.0, help='per figure (2)')
     parser.add_argument('--repeat', type=int, default=3, help='runs of each (medians)')
-    parser.add_argument('--parts', nargs='+', choices=('wakeups', 'cold', 'clock'),
+    parser.add_argument('--parts', nargs='+', choices=('wakeups', 'cold', 'clock', 'messages'),
                         default=['wakeups'],
                         help='wakeups: executors and waits (default); cold: work after a sleep; '
-                        'clock: a timer on a clock that /clock sets')
+                        'clock: a timer on a clock that /clock sets; messages: a subscription '
+                        'of 100 Hz messages from another process')
     args = parser.parse_args()
     if 'cold' in args.parts:
         print(f'load average before: {os.getloadavg()[0]:.2f}')
         _cold_table(args.repeat, args.seconds)
         print(f'load average after: {os.getloadavg()[0]:.2f}')
-        if not {'wakeups', 'clock'} & set(args.parts):
+        if not {'wakeups', 'clock', 'messages'} & set(args.parts):
             return 0
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     context = Context()
@@ -355,11 +505,13 @@ def main() -> int:
                signal_handler_options=SignalHandlerOptions.NO)
     print(f'load average before: {os.getloadavg()[0]:.2f}')
     try:
+        if 'messages' in args.parts:
+            _message_table(context, args.repeat, args.seconds)
         if 'clock' in args.parts:
             _clock_table(context, args.repeat, args.seconds)
-            if 'wakeups' not in args.parts:
-                print(f'load average after: {os.getloadavg()[0]:.2f}')
-                return 0
+        if 'wakeups' not in args.parts:
+            print(f'load average after: {os.getloadavg()[0]:.2f}')
+            return 0
         rows = [(f'executor: {name}', executor_cost, name) for name in EXECUTORS]
         rows += [(f'wait: {name}', wait_cost, name)
                  for name in ('time.sleep', 'Event.wait', 'rcl wait on a timer')]
