@@ -317,10 +317,10 @@ class RosEnv(RealTimeEnv):
             try:
                 values = np.asarray(action, dtype=np.float64)
             except (TypeError, ValueError):
-                raise ValueError(f'action must be {self._action_shape[0]} numbers, '
+                raise ValueError(f'action must be {_numbers(self._action_shape[0])}, '
                                  f'got {action!r}') from None
             except OverflowError as error:  # a Python int beyond float64 (not printed: huge)
-                raise ValueError(f'action must be {self._action_shape[0]} numbers within '
+                raise ValueError(f'action must be {_numbers(self._action_shape[0])} within '
                                  f"float64's range, got a {type(action).__name__} with a "
                                  f'larger one ({error})') from None
         if values.shape != self._action_shape:
@@ -437,3 +437,8 @@ def _frozen(values: Any) -> np.ndarray:
     frozen = np.array(values, dtype=np.float32).reshape(-1)
     frozen.flags.writeable = False
     return frozen
+
+
+def _numbers(count: int) -> str:
+    """Say ``count`` numbers in English: '1 number', '3 numbers'."""
+    return f'{count} number' if count == 1 else f'{count} numbers'

@@ -833,7 +833,9 @@ def test_wrong_action_shape_raises(spawn, make_env):
     for bad in (np.zeros(2, np.float32), np.zeros((1, 1), np.float32), 0.5, [], 'abc'):
         with pytest.raises(ValueError):
             env.step(bad)
-    with pytest.raises(ValueError, match=r"^action must be 1 numbers within float64's range, "
+    with pytest.raises(ValueError, match=r"^action must be 1 number, got 'abc'$"):
+        env.step('abc')
+    with pytest.raises(ValueError, match=r"^action must be 1 number within float64's range, "
                                          r'got a list with a larger one \(int too large'):
         env.step([10 ** 400])  # not numpy's OverflowError: a refused action, as the others
     env.step(act(0.5))
