@@ -209,6 +209,14 @@ def _publish_clock(domain_id: int, back: Any, stopped: Any, end: Any) -> None:
     context.try_shutdown()
 
 
+def _stop_feed(process: Any) -> None:
+    """Join a feed process told to end; kill it past 10 s: a feed left running skews later runs."""
+    process.join(10.0)
+    if process.is_alive():
+        process.kill()
+        process.join()
+
+
 class _ClockFeed:
     """/clock from another process, taken by a TimeSource on a node spun on its own thread."""
 
@@ -230,7 +238,7 @@ class _ClockFeed:
 
     def close(self) -> None:
         self._end.set()
-        self._process.join(10.0)
+        _stop_feed(self._process)
         self._spin.stop()
         self._spin.executor.remove_node(self._io_node)
         self._spin.executor.shutdown()
@@ -424,7 +432,7 @@ def _message_table(context: Context, repeat: int, seconds: float) -> None:
                 results[name].append(message_cost(context, name, seconds))
     finally:
         end.set()
-        feed.join(10.0)
+        _stop_feed(feed)
     print(f'| receiving {MESSAGE_RATE:g} Hz JointState | messages | spinning thread: CPU (µs) '
           '/ wake-ups per message | DDS threads: CPU (µs) / wake-ups per message | '
           'runs: spinning thread, DDS threads (µs) |')
