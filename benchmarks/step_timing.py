@@ -605,8 +605,14 @@ def format_late_markdown(results: list[dict]) -> str:
 PAIRED_HEADER = ['rate', 'agent', 'against', 'CPU/step, rtgym_ros / it: median (each pair)',
                  'that median: 95 % interval', 'p99, rtgym_ros / it: median (each pair)',
                  'that median: 95 % interval', 'time-outs, all runs: rtgym_ros / it',
-                 'their ratio: 95 % interval']
-"""rtgym_ros against each of rtgym's envs, the k-th run of one with the k-th of the other."""
+                 'their ratio: 95 % interval',
+                 'agent work/step, rtgym_ros / it: median (each pair)']
+"""
+rtgym_ros against each of rtgym's envs, the k-th run of one with the k-th of the other.
+
+The busy agents work T/2 of wall time whichever env: the CPU per step holds what each did in
+it, so the agent work ratio says how much of a CPU ratio is the agent's own.
+"""
 
 
 def _ratio_text(ratios: list[float]) -> str:
@@ -672,10 +678,13 @@ def paired_rows(results: list[dict]) -> list[list[str]]:
                                 [r['cpu_per_step_us'] for r in theirs])
             p99 = paired_ratios([r['p99_us'] for r in ours], [r['p99_us'] for r in theirs])
             timeouts = [sum(r['timeouts'] for r in side) for side in (ours, theirs)]
+            work = [[r.get('work_per_step') for r in side] for side in (ours, theirs)]
+            work_text = ('–' if None in work[0] + work[1]
+                         else _ratio_text(paired_ratios(*work)))
             rows.append([rate_label(rate), load, baseline, _ratio_text(cpu),
                          _median_interval_text(cpu), _ratio_text(p99),
                          _median_interval_text(p99), f'{timeouts[0]} / {timeouts[1]}',
-                         _interval_text(*timeouts)])
+                         _interval_text(*timeouts), work_text])
     return rows
 
 

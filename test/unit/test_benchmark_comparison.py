@@ -195,14 +195,25 @@ def test_each_run_is_paired_with_the_other_envs_run_of_the_same_round(bench):
                _run('rtgym', 50.0, 10.0, 5, rate=100.0)]  # no rtgym_ros beside it: no row
     rows = step_timing.paired_rows(results)
     assert len(rows) == 1
-    rate, load, against, cpu, cpu_interval, p99, p99_interval, timeouts, interval = rows[0]
+    rate, load, against, cpu, cpu_interval, p99, p99_interval, timeouts, interval, work = rows[0]
     assert (rate, load, against) == ('1 kHz', 'sleep', 'rtgym')
+    assert work == '–'  # the sleeping agent counts no work
     assert cpu == '1.05 (1.20, 0.90)'
     assert cpu_interval == '– (6 pairs or more)'
     assert p99 == '1.40 (0.80, 2.00)'
     assert p99_interval == '– (6 pairs or more)'
     assert timeouts == '4 / 2'
     assert interval.endswith('(chance)')
+
+
+def test_a_busy_agents_work_is_paired_as_its_cpu_is(bench):
+    runs = [{**_run('rtgym_ros', 120.0, 40.0, 0), 'work_per_step': 110.0},
+            {**_run('rtgym', 100.0, 50.0, 0), 'work_per_step': 100.0},
+            {**_run('rtgym_ros', 90.0, 60.0, 0), 'work_per_step': 95.0},
+            {**_run('rtgym', 100.0, 50.0, 0), 'work_per_step': 100.0}]
+    assert bench.step_timing.paired_rows(runs)[0][9] == '1.02 (1.10, 0.95)'
+    runs[3]['work_per_step'] = None  # a run that counted none: no ratio
+    assert bench.step_timing.paired_rows(runs)[0][9] == '–'
 
 
 def test_a_failed_run_leaves_out_its_pair_only(bench):
