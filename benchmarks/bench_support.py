@@ -89,6 +89,11 @@ def thread_costs(pid: int | str = 'self') -> dict[int, tuple[str, int, int]]:
 _VOLUNTARY = b'\nvoluntary_ctxt_switches:'
 
 
+def is_dds_thread(name: str) -> bool:
+    """Say whether a thread of ``thread_costs()`` is Fast DDS's own (it names them ``dds.*``)."""
+    return name.startswith('dds.')
+
+
 def threads_cpu_ns(tids: list[int]) -> int:
     """Return the CPU nanoseconds of these threads of this process so far (``schedstat``)."""
     return sum(int(_read_proc(f'/proc/self/task/{tid}/schedstat').split(None, 1)[0])

@@ -87,6 +87,19 @@ WITHOUT_EVENT_HANDLERS = ('lean',)
 """The rows whose node's publishers have no QoS event handlers, as the env's main node."""
 
 
+def _spin_for(executor: Any, seconds: float, *,
+              until: Callable[[], object] | None = None) -> None:
+    """Spin ``executor`` for ``seconds`` of wall time, or until ``until()`` holds."""
+    end = time.monotonic() + seconds
+    while not (until is not None and until()) and time.monotonic() < end:
+        executor.spin_once(timeout_sec=0.1)
+
+
+def _median(runs: list[dict[str, float]], key: str) -> float:
+    """Return the median of one figure over the runs."""
+    return float(np.median([run[key] for run in runs]))
+
+
 def executor_cost(context: Context, name: str, seconds: float) -> float:
     """Return µs of CPU per firing of a 100 Hz timer, the node spun by executor ``name``."""
     node = Node(f'executor_cost_{name.replace("+", "_")}_{os.getpid()}', context=context,
@@ -106,12 +119,9 @@ def executor_cost(context: Context, name: str, seconds: float) -> float:
     for _ in range(3):
         node.create_timer(1.0, lambda: None)
     try:
-        warm_up = time.monotonic() + 0.3
-        while time.monotonic() < warm_up:
-            executor.spin_once(timeout_sec=0.1)
-        fired[0], cpu, end = 0, time.thread_time(), time.monotonic() + seconds
-        while time.monotonic() < end:
-            executor.spin_once(timeout_sec=0.1)
+        _spin_for(executor, 0.3)
+        fired[0], cpu = 0, time.thread_time()
+        _spin_for(executor, seconds)
         return (time.thread_time() - cpu) / max(fired[0], 1) * 1e6
     finally:
         executor.remove_node(node)
@@ -258,9 +268,8 @@ def clock_driven_cost(context: Context, name: str, seconds: float) -> dict[str, 
                               lambda: fired.__setitem__(0, fired[0] + 1))
 
     def spin(wall_seconds: float) -> int:
-        before, end = fired[0], time.monotonic() + wall_seconds
-        while time.monotonic() < end:
-            executor.spin_once(timeout_sec=0.1)
+        before = fired[0]
+        _spin_for(executor, wall_seconds)
         return fired[0] - before
 
     try:
@@ -297,14 +306,13 @@ def _clock_table(context: Context, repeat: int, seconds: float) -> None:
           f'| firings in {CLOCK_PHASE:g} s (of {per_phase}): 10 s back / stopped / going on |')
     print('|---|---:|---:|---:|---:|---|')
     for name, runs in results.items():
-        def median(key: str) -> float:
-            return float(np.median([run[key] for run in runs]))
-
         phases = ', '.join(f"{r['after_back']:.0f} / {r['stopped']:.0f} / {r['going_on']:.0f}"
                            for r in runs)
         process = ', '.join(f"{r['process_cpu_ms_per_s']:.0f}" for r in runs)
-        print(f"| {name} | {median('fired'):.0f} | {median('wakeups_per_s'):.0f} "
-              f"| {median('thread_cpu_ms_per_s'):.1f} | {median('process_cpu_ms_per_s'):.0f} "
+        print(f"| {name} | {_median(runs, 'fired'):.0f} "
+              f"| {_median(runs, 'wakeups_per_s'):.0f} "
+              f"| {_median(runs, 'thread_cpu_ms_per_s'):.1f} "
+              f"| {_median(runs, 'process_cpu_ms_per_s'):.0f} "
               f'(runs: {process}) | {phases} |')
 
 
@@ -352,7 +360,7 @@ class _WaitSetLoop:
 def _dds_threads() -> tuple[int, int]:
     """CPU ns and voluntary context switches so far of this process's Fast DDS threads."""
     costs = [(cpu, switches) for name, cpu, switches in bench_support.thread_costs().values()
-             if name.startswith('dds.')]
+             if bench_support.is_dds_thread(name)]
     return sum(cpu for cpu, _ in costs), sum(switches for _, switches in costs)
 
 
@@ -370,22 +378,15 @@ def message_cost(context: Context, name: str, seconds: float) -> dict[str, float
         receiver = EXECUTORS[name](context)
         receiver.add_node(node)
 
-    def spin(wall_seconds: float) -> None:
-        end = time.monotonic() + wall_seconds
-        while time.monotonic() < end:
-            receiver.spin_once(timeout_sec=0.1)
-
     try:
-        matched = time.monotonic() + 10.0
-        while not received[0] and time.monotonic() < matched:
-            receiver.spin_once(timeout_sec=0.1)
+        _spin_for(receiver, 10.0, until=lambda: received[0])
         if not received[0]:
             raise RuntimeError(f'{name}: no message from the feed in 10 s')
-        spin(0.5)  # the receiving thread warm
+        _spin_for(receiver, 0.5)  # the receiving thread warm
         usage, cpu, dds = (resource.getrusage(resource.RUSAGE_THREAD), time.thread_time_ns(),
                            _dds_threads())
         received[0] = 0
-        spin(seconds)
+        _spin_for(receiver, seconds)
         count = max(received[0], 1)
         waits = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - usage.ru_nvcsw
         dds_cpu, dds_waits = (after - before for after, before in zip(_dds_threads(), dds))
@@ -438,13 +439,10 @@ def _message_table(context: Context, repeat: int, seconds: float) -> None:
           'runs: spinning thread, DDS threads (µs) |')
     print('|---|---:|---:|---:|---|')
     for name, runs in results.items():
-        def median(key: str) -> float:
-            return float(np.median([run[key] for run in runs]))
-
         each = ', '.join(f"{r['cpu_us']:.0f} / {r['dds_cpu_us']:.0f}" for r in runs)
-        print(f"| {name} | {median('messages'):.0f} | {median('cpu_us'):.0f} / "
-              f"{median('wakeups'):.2f} | {median('dds_cpu_us'):.0f} / "
-              f"{median('dds_wakeups'):.2f} | {each} |")
+        print(f"| {name} | {_median(runs, 'messages'):.0f} | {_median(runs, 'cpu_us'):.0f} / "
+              f"{_median(runs, 'wakeups'):.2f} | {_median(runs, 'dds_cpu_us'):.0f} / "
+              f"{_median(runs, 'dds_wakeups'):.2f} | {each} |")
 
 
 COLD_PERIODS = (0.01, 0.001, 0.0001)  # s slept before each wake-up

@@ -26,8 +26,8 @@ from typing import Callable
 import warnings
 
 import numpy as np
-from bench_support import (join_bench_domain, machine_times, rate_label, STALL,  # noqa: I100
-                           thread_costs)
+from bench_support import (is_dds_thread, join_bench_domain, machine_times,  # noqa: I100
+                           rate_label, STALL, thread_costs)
 from comparison import count_ratio_interval, median_interval, paired_ratios
 from rtgym_ros.core.timing import capture_spacing_errors
 from rtgym_ros.nodes.timing_demo import clock_reading_interface, make_load
@@ -203,7 +203,7 @@ def _thread_costs() -> dict[str, tuple[int, int]]:
         return {}
     totals = {group: [0, 0] for group in THREAD_GROUPS}
     for tid, (name, cpu_ns, wakeups) in threads.items():
-        group = 'user' if tid == user else 'dds' if name.startswith('dds.') else 'env'
+        group = 'user' if tid == user else 'dds' if is_dds_thread(name) else 'env'
         totals[group][0] += cpu_ns
         totals[group][1] += wakeups
     return {group: (cpu, wakeups) for group, (cpu, wakeups) in totals.items()}
