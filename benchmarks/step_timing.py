@@ -10,6 +10,7 @@ spacing between observation captures against the nominal time-step. See ``README
     python3 benchmarks/step_timing.py --envs rtgym_ros --gil-switch-interval none --markdown
     python3 benchmarks/step_timing.py --envs rtgym_ros --timer-slack none --markdown
     python3 benchmarks/step_timing.py --envs rtgym rtgym_node rtgym_ros --rates 100 --loads sleep
+    python3 benchmarks/step_timing.py --loads numpy python --agent-work fixed --markdown
 """
 
 import argparse
@@ -30,7 +31,8 @@ from bench_support import (is_dds_thread, join_bench_domain, machine_times,  # n
                            rate_label, STALL, thread_costs)
 from comparison import count_ratio_interval, median_interval, paired_ratios
 from rtgym_ros.core.timing import capture_spacing_errors
-from rtgym_ros.nodes.timing_demo import clock_reading_interface, make_load
+from rtgym_ros.nodes.timing_demo import (clock_reading_interface, make_load, MATRIX_SIZE,
+                                         PYTHON_CHUNK)
 
 ENVS = ('rtgym', 'rtgym_node', 'rtgym_ros')
 """
@@ -47,6 +49,15 @@ LOADS = ('sleep', 'numpy', 'python', 'idle')  # timing_demo's agent loads
 DEFAULT_LOADS = ('sleep', 'numpy', 'python')
 """The issue's three agents; ``idle`` (step() called again at once) is asked for by name."""
 WORK_UNITS = {'sleep': '', 'numpy': 'matmul', 'python': 'iter', 'idle': ''}
+AGENT_WORK = ('wall', 'fixed')
+"""
+``wall``: a busy agent works T/2 of wall time, and does what work it gets done in it (the
+issue's agent). ``fixed``: it does the same count of work units every step, in both envs,
+whatever time they take: the CPU per step then differs by the envs' own cost and what they
+slow the agent's work down by, not by how much work the agent got done.
+"""
+CALIBRATION_RUNS = 51  # odd: the median is one of the runs
+"""``--agent-work fixed``: the count is the median work of this many T/2 runs, no env."""
 WARMUP_STEPS = 20
 QUICK_DIVISOR = 5
 TERMINATE_MARK = 'terminate called'
@@ -268,15 +279,58 @@ def _spin_a_node() -> Callable[[], None]:
     return stop
 
 
-def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options: dict) -> dict:
+def fixed_load(name: str, count: int) -> Callable[[float], int]:
+    """
+    Return ``load(seconds)`` that does ``count`` units of ``name``'s work, whatever the time.
+
+    The units are timing_demo's: a 64x64 matrix product, or a chunk of the pure-Python loop
+    (``count`` rounded down to whole chunks). The seconds are ignored.
+    """
+    if name == 'numpy':
+        rng = np.random.default_rng(0)
+        a, b = rng.random((MATRIX_SIZE, MATRIX_SIZE)), rng.random((MATRIX_SIZE, MATRIX_SIZE))
+        out = np.empty_like(a)
+
+        def matmuls(duration: float) -> int:
+            for _ in range(count):
+                np.matmul(a, b, out=out)
+            return count
+
+        return matmuls
+    if name == 'python':
+        chunks = count // PYTHON_CHUNK
+
+        def loop(duration: float) -> int:
+            for _ in range(chunks):
+                total = 0
+                for i in range(PYTHON_CHUNK):
+                    total += i
+            return chunks * PYTHON_CHUNK
+
+        return loop
+    busy = [name for name, unit in WORK_UNITS.items() if unit]
+    raise ValueError(f'a fixed work count needs a busy load, one of {busy}, got {name!r}')
+
+
+def calibrate(load_name: str, rate: float, runs: int = CALIBRATION_RUNS) -> int:
+    """Return the median work ``load_name`` gets done in T/2 with no env: the fixed count."""
+    load = make_load(load_name)
+    load(0.5 / rate)  # warm-up
+    return int(np.median([load(0.5 / rate) for _ in range(runs)]))
+
+
+def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options: dict,
+             work_count: int | None = None) -> dict:
     """
     Run one env for ``steps`` steps with the agent load between steps; return the figures.
 
     ``options``: rtgym_ros config keys of :data:`OPTIONS` given on the command line.
+    ``work_count``: the agent does this much work per step (``--agent-work fixed``), not T/2
+    of wall time.
     """
     join_bench_domain()
     time_step = 1.0 / rate
-    load = make_load(load_name)
+    load = make_load(load_name) if work_count is None else fixed_load(load_name, work_count)
     captures: list[float] = []
     sends: list[float] = []
     returns: list[float] = []
@@ -317,6 +371,10 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options:
                     threads_before = _thread_costs()
                     usage_before = resource.getrusage(resource.RUSAGE_SELF)
                     agent_time = max(0.0, agent_time - (time.perf_counter() - returns[-1]))
+                    if work_count is not None:  # the read stands in for this step's work
+                        time.sleep(agent_time)
+                        work.append(0)
+                        continue
                 work.append(load(agent_time))
             usage_after = resource.getrusage(resource.RUSAGE_SELF)
             threads_after = _thread_costs()
@@ -350,6 +408,7 @@ def run_cell(env_name: str, rate: float, load_name: str, steps: int, *, options:
         'late_starts': _late_starts(calls, captures, lateness, sends, time_step),
         'work_per_step': float(np.mean(measured_work)) if WORK_UNITS[load_name] else None,
         'work_unit': WORK_UNITS[load_name],
+        'agent_work': 'wall' if work_count is None else 'fixed', 'work_count': work_count,
         'options': options if env_name == 'rtgym_ros' else {},
         **{key: getattr(ros_config, key, None) for key in OPTIONS},
         'switch_interval_before': switch_before, 'switch_interval_during': switch_during,
@@ -423,7 +482,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument('--timer-slack', type=_switch_arg, default=PACKAGE_DEFAULT,
                         metavar='S|none', help="rtgym_ros's timer_slack (default: the "
                         "package's; 'none' leaves the kernel's)")
+    parser.add_argument('--agent-work', choices=AGENT_WORK, default='wall',
+                        help='wall (default): a busy agent works T/2 of wall time; fixed: the '
+                        'same count of work every step, in both envs (the median of T/2 on '
+                        'this host, measured before the runs)')
     parser.add_argument('--cell', metavar='ENV:RATE:LOAD', help=argparse.SUPPRESS)
+    parser.add_argument('--work-count', type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument('--calibrate', metavar='RATE:LOAD', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error(f'--repeat must be >= 1, got {args.repeat}')
@@ -445,15 +510,41 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _spawn_cell(args: argparse.Namespace, env_name: str, rate: float, load: str) -> dict:
+def _child_env() -> dict[str, str]:
+    """Return a cell's environment: DDS on the host, BLAS on one thread."""
+    child_env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST')
+    child_env.setdefault('OPENBLAS_NUM_THREADS', '1')
+    child_env.setdefault('OMP_NUM_THREADS', '1')
+    return child_env
+
+
+def _work_counts(args: argparse.Namespace) -> dict[tuple[float, str], int]:
+    """``--agent-work fixed``: each busy load's count per rate, measured in a cell's process."""
+    if args.agent_work != 'fixed':
+        return {}
+    counts = {}
+    for rate in args.rates:
+        for load in args.loads:
+            if not WORK_UNITS[load]:
+                continue
+            done = subprocess.run([sys.executable, os.path.abspath(__file__), '--calibrate',
+                                   f'{rate}:{load}'], capture_output=True, text=True,
+                                  env=_child_env(), timeout=120.0, check=True)
+            counts[rate, load] = int(done.stdout.split()[-1])
+            print(f'{rate_label(rate)} {load}: {counts[rate, load]} {WORK_UNITS[load]} per step',
+                  file=sys.stderr)
+    return counts
+
+
+def _spawn_cell(args: argparse.Namespace, env_name: str, rate: float, load: str,
+                work_count: int | None = None) -> dict:
     steps = _cell_steps(args, rate)
     command = [sys.executable, os.path.abspath(__file__), '--cell', f'{env_name}:{rate}:{load}',
                '--steps', str(steps),
                *(item for key in OPTIONS
-                 for item in (_flag(key), str(getattr(args, key)).lower()))]
-    child_env = dict(os.environ, ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST')
-    child_env.setdefault('OPENBLAS_NUM_THREADS', '1')
-    child_env.setdefault('OMP_NUM_THREADS', '1')
+                 for item in (_flag(key), str(getattr(args, key)).lower())),
+               *(() if work_count is None else ('--work-count', str(work_count)))]
+    child_env = _child_env()
     timeout = 60.0 + 3.0 * steps / rate
     cpu_before, own_before = machine_times(), _children_cpu()
     try:
@@ -724,10 +815,16 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     if args.cell:
         env_name, rate, load = args.cell.split(':')
-        result = run_cell(env_name, float(rate), load, args.steps, options=_options(args))
+        result = run_cell(env_name, float(rate), load, args.steps, options=_options(args),
+                          work_count=args.work_count)
         print(json.dumps(result), flush=True)
         return 0
+    if args.calibrate:
+        rate, load = args.calibrate.split(':')
+        print(calibrate(load, float(rate)), flush=True)
+        return 0
 
+    counts = _work_counts(args)
     cells = _cells(args)
     results = []
     started = time.perf_counter()
@@ -736,7 +833,7 @@ def main(argv: list[str] | None = None) -> int:
     if load_before > 0.5:
         print('warning: the machine is busy; timings will be noisy', file=sys.stderr)
     for index, (env_name, rate, load) in enumerate(cells, start=1):
-        result = _spawn_cell(args, env_name, rate, load)
+        result = _spawn_cell(args, env_name, rate, load, counts.get((rate, load)))
         results.append(result)
         print(_progress(index, len(cells), result), file=sys.stderr, flush=True)
         for line in result.get('stderr_unexpected', []):
@@ -745,7 +842,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f'total {total:.1f} s, load average after: {os.getloadavg()[0]:.2f}', file=sys.stderr)
     if args.json:
         meta = {'argv': sys.argv[1:], 'python': sys.version, 'cpus': os.cpu_count(),
-                'total_s': total, 'load_average_before': load_before}
+                'total_s': total, 'load_average_before': load_before,
+                'work_counts': {f'{rate}:{load}': count for (rate, load), count in counts.items()}}
         with open(args.json, 'w') as stream:
             json.dump({'meta': meta, 'results': results}, stream, indent=1)
     print(format_markdown(results) if args.markdown else format_text(results))

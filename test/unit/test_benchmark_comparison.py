@@ -8,8 +8,10 @@ The benchmarks are scripts beside the package, not modules of it: loaded from th
 """
 
 import math
+import os
 from pathlib import Path
 import sys
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -323,3 +325,29 @@ def test_the_idle_agent_is_asked_for_by_name(bench):
     parse = bench.step_timing._parse_args
     assert parse([]).loads == ['sleep', 'numpy', 'python']
     assert parse(['--loads', 'idle']).loads == ['idle']
+
+
+def test_a_fixed_agent_does_its_count_whatever_the_time(bench):
+    fixed_load = bench.step_timing.fixed_load
+    assert fixed_load('numpy', 3)(0.0) == 3
+    started = time.perf_counter()
+    assert fixed_load('python', 250)(60.0) == 200  # whole chunks of 100; the 60 s ignored
+    assert time.perf_counter() - started < 5.0
+    with pytest.raises(ValueError, match=r"needs a busy load, one of \['numpy', 'python'\], "
+                                         r"got 'sleep'"):
+        fixed_load('sleep', 1)
+
+
+def test_the_fixed_count_is_the_work_of_half_a_step_with_no_env(bench):
+    count = bench.step_timing.calibrate('python', 1000.0, runs=3)
+    assert count > 0 and count % 100 == 0  # whole chunks, done in 0.5 ms
+    assert bench.step_timing._parse_args([]).agent_work == 'wall'
+    assert bench.step_timing._parse_args(['--agent-work', 'fixed']).agent_work == 'fixed'
+
+
+def test_a_cell_with_a_fixed_count_does_it_every_measured_step(bench, monkeypatch):
+    for key in ('ROS_DOMAIN_ID', 'ROS_AUTOMATIC_DISCOVERY_RANGE'):  # the cell joins the bench's
+        monkeypatch.setenv(key, os.environ.get(key, ''))
+    result = bench.step_timing.run_cell('rtgym', 200.0, 'numpy', 25, options={}, work_count=3)
+    assert (result['agent_work'], result['work_count']) == ('fixed', 3)
+    assert result['work_per_step'] == 3.0
