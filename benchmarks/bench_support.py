@@ -139,13 +139,36 @@ def process_rss_mib(pid: int) -> float | None:
     return None
 
 
+_DYING_WITH_PARENT = (
+    'import os, sys\n'
+    'from rtgym_ros.nodes.signals import die_with_parent\n'
+    'die_with_parent()\n'
+    'if os.getppid() != int(sys.argv[1]):\n'
+    '    sys.exit("its benchmark ended before it started")\n'
+    'os.execvp(sys.argv[2], sys.argv[2:])\n')
+"""
+A child's command, run with SIGTERM on its parent's death, then exec'd in place (same pid).
+
+Set in the child's own fresh interpreter: ``preexec_fn`` would run in a fork of a process that
+holds rclpy's threads.
+"""
+
+
 class Child:
-    """A process whose stdout and stderr lines are collected by threads; stdin stays open."""
+    """
+    A process whose stdout and stderr lines are collected by threads; stdin stays open.
+
+    It gets SIGTERM when the thread that created it ends (``PR_SET_PDEATHSIG``; create it from
+    the main thread): a benchmark killed, or a script that leaves without stopping its
+    children, leaves no simulator running to load the runs after it.
+    """
 
     def __init__(self, name: str, command: list[str], *, env: dict[str, str]) -> None:
         self.name = name
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+        self.proc = subprocess.Popen(
+            [sys.executable, '-c', _DYING_WITH_PARENT, str(os.getpid()), *command],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=env, cwd=REPO)
         self._lines: queue.Queue = queue.Queue()
         self.stdout: list[str] = []
         self.stderr: list[str] = []

@@ -10,6 +10,7 @@ The benchmarks are scripts beside the package, not modules of it: loaded from th
 import math
 import os
 from pathlib import Path
+import subprocess
 import sys
 import time
 from types import SimpleNamespace
@@ -351,3 +352,28 @@ def test_a_cell_with_a_fixed_count_does_it_every_measured_step(bench, monkeypatc
     result = bench.step_timing.run_cell('rtgym', 200.0, 'numpy', 25, options={}, work_count=3)
     assert (result['agent_work'], result['work_count']) == ('fixed', 3)
     assert result['work_per_step'] == 3.0
+
+
+def test_a_benchmarks_child_ends_with_the_benchmark(bench):
+    script = ('import os, sys\n'
+              f'sys.path.insert(0, {str(BENCHMARKS)!r})\n'
+              'import bench_support\n'
+              "child = bench_support.Child('sleeper', ['sleep', '60'], env=dict(os.environ))\n"
+              'print(child.proc.pid, flush=True)\n'
+              'os._exit(0)  # killed, or left without stopping its children\n')
+    done = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
+                          timeout=60, check=True)
+    pid = int(done.stdout.split()[-1])
+    deadline = time.monotonic() + 20.0
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pid), 'the sleeper outlived the process that started it'
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f'/proc/{pid}/stat') as stat:
+            return stat.read().rsplit(')', 1)[1].split()[0] != 'Z'  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
