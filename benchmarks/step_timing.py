@@ -31,7 +31,7 @@ from bench_support import (is_dds_thread, join_bench_domain, machine_times,  # n
                            rate_label, STALL, thread_costs)
 from comparison import count_ratio_interval, median_interval, paired_ratios
 from rtgym_ros.core.timing import capture_spacing_errors
-from rtgym_ros.nodes.timing_demo import (clock_reading_interface, make_load, MATRIX_SIZE,
+from rtgym_ros.nodes.timing_demo import (clock_reading_interface, make_load, numpy_operands,
                                          PYTHON_CHUNK)
 
 ENVS = ('rtgym', 'rtgym_node', 'rtgym_ros')
@@ -287,9 +287,7 @@ def fixed_load(name: str, count: int) -> Callable[[float], int]:
     (``count`` rounded down to whole chunks). The seconds are ignored.
     """
     if name == 'numpy':
-        rng = np.random.default_rng(0)
-        a, b = rng.random((MATRIX_SIZE, MATRIX_SIZE)), rng.random((MATRIX_SIZE, MATRIX_SIZE))
-        out = np.empty_like(a)
+        a, b, out = numpy_operands()
 
         def matmuls(duration: float) -> int:
             for _ in range(count):

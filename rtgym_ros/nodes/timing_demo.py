@@ -23,6 +23,7 @@ from rtgym_ros.core.timing import capture_spacing_errors
 
 LOADS = ('sleep', 'numpy', 'python', 'idle')
 MATRIX_SIZE = 64  # the 'numpy' load multiplies two matrices this size
+CACHE_LINE = 64  # bytes: where the 'numpy' load's matrices start
 PYTHON_CHUNK = 100  # loop iterations between two clock reads in the 'python' load
 
 
@@ -84,11 +85,32 @@ def _sleep_load(duration: float) -> int:
     return 0
 
 
-def _make_numpy_load() -> Callable[[float], int]:
+def cache_aligned(values: np.ndarray) -> np.ndarray:
+    """
+    Return a copy of ``values`` whose data starts on a cache line.
+
+    numpy aligns its arrays to 16 bytes, so where a matrix starts depends on what the process
+    allocated before it; OpenBLAS multiplies by a 64x64 float64 matrix that starts off a cache
+    line about 15 % slower. Unaligned, each process's agent would run at one speed or the
+    other by chance, and two envs' runs would differ by it.
+    """
+    raw = np.empty(values.nbytes + CACHE_LINE, dtype=np.uint8)
+    start = -raw.ctypes.data % CACHE_LINE
+    aligned = raw[start:start + values.nbytes].view(values.dtype).reshape(values.shape)
+    aligned[...] = values
+    return aligned
+
+
+def numpy_operands() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return the ``numpy`` load's two matrices and its output, the same in every process."""
     rng = np.random.default_rng(0)
-    a = rng.random((MATRIX_SIZE, MATRIX_SIZE))
-    b = rng.random((MATRIX_SIZE, MATRIX_SIZE))
-    out = np.empty_like(a)
+    shape = (MATRIX_SIZE, MATRIX_SIZE)
+    return (cache_aligned(rng.random(shape)), cache_aligned(rng.random(shape)),
+            cache_aligned(np.zeros(shape)))
+
+
+def _make_numpy_load() -> Callable[[float], int]:
+    a, b, out = numpy_operands()
 
     def load(duration: float) -> int:
         deadline = time.perf_counter() + duration

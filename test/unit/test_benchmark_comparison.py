@@ -15,6 +15,7 @@ import sys
 import time
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / 'benchmarks'
@@ -377,3 +378,16 @@ def _running(pid: int) -> bool:
     except FileNotFoundError:
         return False
 
+
+def test_the_numpy_agents_matrices_start_on_a_cache_line_in_any_process():
+    from rtgym_ros.nodes.timing_demo import cache_aligned, CACHE_LINE, numpy_operands
+    padding = [np.empty(size, dtype=np.uint8) for size in range(1, 200, 7)]  # move the heap on
+    for values in [np.arange(4096.0).reshape(64, 64), np.arange(3, dtype=np.float32)]:
+        copies = [cache_aligned(values) for _ in padding]
+        assert all(copy.ctypes.data % CACHE_LINE == 0 for copy in copies)
+        assert all(np.array_equal(copy, values) and copy.dtype == values.dtype
+                   for copy in copies)
+    a, b, out = numpy_operands()
+    assert [m.ctypes.data % CACHE_LINE for m in (a, b, out)] == [0, 0, 0]
+    again = numpy_operands()
+    assert np.array_equal(a, again[0]) and np.array_equal(b, again[1])  # every process's
