@@ -306,7 +306,7 @@ def fixed_load(name: str, count: int) -> Callable[[float], int]:
             return chunks * PYTHON_CHUNK
 
         return loop
-    busy = [name for name, unit in WORK_UNITS.items() if unit]
+    busy = [load for load, unit in WORK_UNITS.items() if unit]
     raise ValueError(f'a fixed work count needs a busy load, one of {busy}, got {name!r}')
 
 
